@@ -1,0 +1,40 @@
+# Two entry points, each self-contained on a fresh machine with Python >= 3.10 and make:
+#   make demo   -- installs the package in .venv and runs the demo on the embedded real data
+#   make test   -- installs the test extras in .venv and runs the test suite (incl. doctests, notebooks)
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+PIP    := $(BIN)/python -m pip
+
+# Small dense linear algebra: one BLAS thread avoids thread-pool stalls (see README).
+export OPENBLAS_NUM_THREADS ?= 1
+
+.PHONY: demo test bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet --upgrade pip
+
+$(VENV)/.stamp-base: pyproject.toml | $(BIN)/python
+	$(PIP) install --quiet -e .
+	touch $@
+
+$(VENV)/.stamp-test: pyproject.toml | $(BIN)/python
+	$(PIP) install --quiet -e '.[test,notebooks]'
+	touch $@
+
+$(VENV)/.stamp-bench: pyproject.toml | $(BIN)/python
+	$(PIP) install --quiet -e '.[test,notebooks,bench]'
+	touch $@
+
+demo: $(VENV)/.stamp-base
+	$(BIN)/python -m jaxstop.demo
+
+test: $(VENV)/.stamp-test
+	$(BIN)/python -m pytest
+
+bench: $(VENV)/.stamp-bench
+	$(BIN)/python benchmarks/bench_gp.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .hypothesis

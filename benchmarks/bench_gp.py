@@ -1,0 +1,115 @@
+"""GP benchmark: fit + posterior + predict on 2,048 query points.
+
+One study and a batch of studies (n = 100 observations, d = 9), float32 and
+float64. Compile time is measured separately from run time; run times are the
+median of several calls after ``block_until_ready``. The batch is processed
+with ``lax.map(..., batch_size=...)`` over vmapped chunks so memory stays bounded.
+
+Usage:
+    python benchmarks/bench_gp.py            # full: batch of 1,000 studies
+    python benchmarks/bench_gp.py --quick    # smoke run: batch of 20
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import argparse  # noqa: E402
+import platform  # noqa: E402
+import statistics  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import jax  # noqa: E402
+
+jax.config.update("jax_enable_x64", True)  # float64 available; each case picks its dtype
+
+import jax.numpy as jnp  # noqa: E402
+
+from jaxstop import gp  # noqa: E402
+
+N, D, M = 100, 9, 2048
+
+
+def make_data(key, batch, dtype):
+    kx, kn, kq = jax.random.split(key, 3)
+    X = jax.random.uniform(kx, (batch, N, D), dtype)
+    y = jnp.sin(6 * X[..., 0]) + jnp.cos(4 * X[..., 1]) * X[..., 2] + 0.1 * jax.random.normal(kn, (batch, N), dtype)
+    Xq = jax.random.uniform(kq, (batch, M, D), dtype)
+    return X, y, Xq
+
+
+def one_study(X, y, Xq, steps):
+    z, _, _ = gp.standardize(y)
+    params, info = gp.fit(X, z, steps=steps)
+    post = gp.posterior(params, X, z)
+    mean, var = gp.predict(post, Xq)
+    return mean, var, info.finite
+
+
+def timed(fn, *args, repeats):
+    start = time.perf_counter()
+    compiled = jax.jit(fn).lower(*args).compile()
+    compile_s = time.perf_counter() - start
+    jax.block_until_ready(compiled(*args))  # warm-up
+    runs = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        out = jax.block_until_ready(compiled(*args))
+        runs.append(time.perf_counter() - start)
+    return compile_s, statistics.median(runs), out
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="small batch, few repeats")
+    ap.add_argument("--batch", type=int, default=None, help="number of studies in the batch case")
+    ap.add_argument("--steps", type=int, default=30, help="L-BFGS steps per fit")
+    ap.add_argument("--chunk", type=int, default=50, help="studies per vmapped chunk")
+    ap.add_argument("--out", default=str(Path(__file__).parent / "out" / "bench_gp.md"))
+    args = ap.parse_args(argv)
+    batch = args.batch or (20 if args.quick else 1000)
+    chunk = min(args.chunk, batch)
+    repeats_one, repeats_batch = (3, 1) if args.quick else (7, 3)
+
+    device = jax.devices()[0]
+    machine = f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, {device.platform}: {device.device_kind}"
+    rows = []
+    for dtype in (jnp.float32, jnp.float64):
+        X, y, Xq = make_data(jax.random.key(0), batch, dtype)
+        single = lambda X, y, Xq: one_study(X, y, Xq, args.steps)  # noqa: E731
+        c1, r1, out1 = timed(single, X[0], y[0], Xq[0], repeats=repeats_one)
+
+        def batched(X, y, Xq):
+            return jax.lax.map(lambda a: single(*a), (X, y, Xq), batch_size=chunk)
+
+        cb, rb, outb = timed(batched, X, y, Xq, repeats=repeats_batch)
+        ok = float(jnp.mean(outb[2]))
+        rows.append((jnp.dtype(dtype).name, c1, r1, cb, rb, rb / batch, ok))
+        print(f"{jnp.dtype(dtype).name}: single compile {c1:.2f}s run {r1 * 1e3:.1f}ms | "
+              f"batch {batch}: compile {cb:.2f}s run {rb:.2f}s ({rb / batch * 1e3:.2f} ms/study), finite {ok:.3f}",
+              flush=True)
+
+    lines = [
+        f"### GP: fit ({args.steps} L-BFGS steps) + posterior + predict at {M} points, n = {N}, d = {D}",
+        "",
+        f"Machine: {machine}. Command: `python benchmarks/bench_gp.py{' --quick' if args.quick else ''}`"
+        f" (OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS')}, jax {jax.__version__}).",
+        "",
+        f"| dtype | 1 study: compile (s) | 1 study: run (ms) | {batch} studies: compile (s) | {batch} studies: run (s) | per study in batch (ms) | fits finite |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name, c1, r1, cb, rb, per, ok in rows:
+        lines.append(f"| {name} | {c1:.2f} | {r1 * 1e3:.1f} | {cb:.2f} | {rb:.2f} | {per * 1e3:.2f} | {ok:.3f} |")
+    text = "\n".join(lines) + "\n"
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(text)
+    print()
+    print(text)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,19 @@
+"""jaxstop: JAX-accelerated, batched Bayesian stopping for hyperparameter optimisation.
+
+Modules:
+    gp: GP surrogate (masked posterior, ML-II fit), batched by ``vmap``.
+    policies: the functional ask/tell facade and the policies built on it.
+    sim: simulation studies against tables of real learning curves.
+    data: a small embedded sample of real HPO data for demos.
+"""
+
+from jaxstop import data as data
+from jaxstop import gp as gp
+from jaxstop import policies as policies
+from jaxstop import sim as sim
+from jaxstop._io import load as load
+from jaxstop._io import save as save
+
+__version__ = "0.1.0"
+
+__all__ = ["data", "gp", "policies", "sim", "save", "load", "__version__"]

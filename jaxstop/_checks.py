@@ -1,0 +1,117 @@
+"""Eager input validation shared by the public functions.
+
+Structure (ranks, shapes, dtypes, configuration values) is checked in Python
+before tracing and raises ``ValueError`` / ``TypeError`` naming the argument.
+Value checks (NaN, ranges) run only on concrete arrays: inside ``jit`` or
+``vmap`` the caller's array is a tracer and data problems are handled by masks.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+def is_concrete(x) -> bool:
+    """True when ``x`` holds values (not a tracer inside jit / vmap / grad)."""
+    return not isinstance(x, jax.core.Tracer)
+
+
+def float_array(x, name: str, dtype=None) -> jax.Array:
+    """Converts ``x`` to a floating JAX array, keeping a floating input dtype.
+
+    Integer and boolean inputs become the default float dtype. Complex input
+    is rejected.
+    """
+    try:
+        arr = jnp.asarray(x)
+    except TypeError as err:  # e.g. strings, ragged lists
+        raise TypeError(f"{name} must be array-like of numbers, got {type(x).__name__}") from err
+    if jnp.issubdtype(arr.dtype, jnp.complexfloating):
+        raise TypeError(f"{name} must be real, got dtype {arr.dtype}")
+    if dtype is not None:
+        return arr.astype(dtype)
+    if not jnp.issubdtype(arr.dtype, jnp.floating):
+        arr = arr.astype(jnp.result_type(float))
+    return arr
+
+
+def common_float_dtype(*arrays) -> jnp.dtype:
+    """The floating dtype all ``arrays`` promote to (at least the default float)."""
+    dt = jnp.result_type(*[a.dtype for a in arrays])
+    if not jnp.issubdtype(dt, jnp.floating):
+        dt = jnp.result_type(float)
+    return dt
+
+
+def check_rank(x, rank: int, name: str, what: str = "") -> None:
+    if jnp.ndim(x) != rank:
+        extra = f" {what}" if what else ""
+        raise ValueError(f"{name} must be {rank}-D{extra}, got shape {jnp.shape(x)}")
+
+
+def mask_array(mask, shape: tuple[int, ...], name: str = "mask") -> jax.Array:
+    """Validates a boolean validity mask of ``shape``; ``None`` means all valid."""
+    if mask is None:
+        return jnp.ones(shape, dtype=bool)
+    m = jnp.asarray(mask)
+    if m.dtype != jnp.bool_:
+        raise TypeError(f"{name} must have dtype bool, got {m.dtype}")
+    if m.shape != tuple(shape):
+        raise ValueError(f"{name} must have shape {tuple(shape)}, got {m.shape}")
+    return m
+
+
+def check_unit_cube(X, name: str, mask=None) -> None:
+    """Raises if a concrete ``X`` has (unmasked) entries outside [0, 1] or non-finite."""
+    if not is_concrete(X) or (mask is not None and not is_concrete(mask)):
+        return
+    x = np.asarray(X)
+    if mask is not None:
+        x = x[np.asarray(mask)]
+    if x.size == 0:
+        return
+    if not np.all(np.isfinite(x)):
+        raise ValueError(f"{name} must be finite")
+    lo, hi = float(x.min()), float(x.max())
+    if lo < 0.0 or hi > 1.0:
+        raise ValueError(f"{name} must lie in the unit cube [0, 1]; got values in [{lo:.6g}, {hi:.6g}]")
+
+
+def check_finite_where(y, mask, name: str) -> None:
+    """Raises if a concrete ``y`` is non-finite where ``mask`` marks it valid."""
+    if not (is_concrete(y) and is_concrete(mask)):
+        return
+    yy = np.asarray(y)
+    mm = np.broadcast_to(np.asarray(mask), yy.shape)
+    bad = mm & ~np.isfinite(yy)
+    if bad.any():
+        raise ValueError(
+            f"{name} has {int(bad.sum())} non-finite value(s) where the mask marks it valid; "
+            "mask them out (mask=False) or remove them"
+        )
+
+
+def positive_int(value, name: str, minimum: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    if value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+    return int(value)
+
+
+def positive_scalar(value, name: str, allow_zero: bool = False) -> None:
+    """Raises if a concrete scalar/array ``value`` is not (strictly) positive."""
+    if not is_concrete(value):
+        return
+    v = np.asarray(value)
+    if not np.all(np.isfinite(v)):
+        raise ValueError(f"{name} must be finite, got {value}")
+    if allow_zero:
+        if np.any(v < 0):
+            raise ValueError(f"{name} must be >= 0, got {value}")
+    elif np.any(v <= 0):
+        raise ValueError(f"{name} must be > 0, got {value}")

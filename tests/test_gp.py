@@ -1,0 +1,346 @@
+"""Tests of jaxstop.gp against a dense NumPy float64 GP, SciPy and known-GP draws."""
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import scipy.optimize
+import scipy.stats
+
+from jaxstop import gp
+
+# ---------------------------------------------------------------- NumPy oracle
+
+
+def np_matern52(X1, X2, amp, ls):
+    d = (X1[:, None, :] - X2[None, :, :]) / ls
+    r = np.sqrt(np.sum(d * d, axis=-1))
+    s5 = np.sqrt(5.0) * r
+    return amp * (1 + s5 + s5**2 / 3) * np.exp(-s5)
+
+
+def np_posterior(X, y, Xq, amp, ls, noise, mean):
+    K = np_matern52(X, X, amp, ls) + noise * np.eye(len(X))
+    Kq = np_matern52(Xq, X, amp, ls)
+    Kinv = np.linalg.inv(K)
+    mu = mean + Kq @ Kinv @ (y - mean)
+    var = amp - np.einsum("ij,jk,ik->i", Kq, Kinv, Kq)
+    return mu, var
+
+
+def np_lml(X, y, amp, ls, noise, mean):
+    K = np_matern52(X, X, amp, ls) + noise * np.eye(len(X))
+    return scipy.stats.multivariate_normal(np.full(len(y), mean), K).logpdf(y)
+
+
+def np_log_prior(amp, ls, noise):
+    lam = 1 / ls**2
+    return -np.sum(0.1 / lam + 0.1 * lam) + np.log(amp) - amp + 0.1 * np.log(noise) - 30 * noise
+
+
+def make_data(rng, n=25, d=3):
+    X = rng.uniform(size=(n, d))
+    y = np.sin(5 * X[:, 0]) + X[:, 1] ** 2 - X[:, 2] + 0.05 * rng.normal(size=n)
+    return X, y
+
+
+P = dict(amp=1.7, ls=np.array([0.3, 0.6, 1.1]), noise=0.02, mean=0.25)
+
+
+def gp_params(dtype=jnp.float64):
+    return gp.params(P["amp"], P["ls"], P["noise"], P["mean"], dtype=dtype)
+
+
+# ------------------------------------------------------------------ posterior
+
+
+def test_kernel_matches_tinygp_and_numpy(rng):
+    X1, X2 = rng.uniform(size=(7, 3)), rng.uniform(size=(5, 3))
+    p = gp_params()
+    ref = np_matern52(X1, X2, P["amp"], P["ls"])
+    np.testing.assert_allclose(gp.kernel(p)(X1, X2), ref, rtol=1e-12)
+    np.testing.assert_allclose(gp._matern52(p, jnp.asarray(X1), jnp.asarray(X2)), ref, rtol=1e-10, atol=1e-14)
+
+
+def test_posterior_matches_dense_numpy(rng):
+    X, y = make_data(rng)
+    Xq = rng.uniform(size=(40, 3))
+    post = gp.posterior(gp_params(), X, y)
+    mean, var = gp.predict(post, Xq)
+    mu_ref, var_ref = np_posterior(X, y, Xq, **P)
+    assert bool(post.ok)
+    np.testing.assert_allclose(mean, mu_ref, rtol=1e-9)
+    np.testing.assert_allclose(var, var_ref, rtol=1e-9, atol=1e-12)
+
+
+def test_lml_matches_scipy(rng):
+    X, y = make_data(rng)
+    lml = gp.log_marginal_likelihood(gp_params(), X, y)
+    np.testing.assert_allclose(lml, np_lml(X, y, **P), rtol=1e-10)
+
+
+def test_lml_gradient_matches_finite_differences(rng):
+    """The analytic gradient (custom VJP) against central differences of the NumPy oracle."""
+    X, y = make_data(rng, n=20)
+    p = gp_params()
+    grads = jax.grad(lambda q, X, y: gp._lml(q, X, y, jnp.ones(len(y), bool)), argnums=(0, 1, 2))(
+        p, jnp.asarray(X), jnp.asarray(y)
+    )
+    theta = np.concatenate([[np.log(P["amp"])], np.log(P["ls"]), [np.log(P["noise"])], [P["mean"]]])
+
+    def f(t):
+        return np_lml(X, y, np.exp(t[0]), np.exp(t[1:4]), np.exp(t[4]), t[5])
+
+    h = 1e-5
+    fd = np.array([(f(theta + h * e) - f(theta - h * e)) / (2 * h) for e in np.eye(6)])
+    ours = np.concatenate([[grads[0].log_amplitude], grads[0].log_lengthscales, [grads[0].log_noise], [grads[0].mean]])
+    np.testing.assert_allclose(ours, fd, rtol=1e-6, atol=1e-7)
+    # Inputs and targets: d lml / d y = -K^-1 (y - m); d lml / d X by differences.
+    K = np_matern52(X, X, P["amp"], P["ls"]) + P["noise"] * np.eye(len(X))
+    np.testing.assert_allclose(grads[2], -np.linalg.solve(K, y - P["mean"]), rtol=1e-8)
+    i, k = 3, 1
+    Xp, Xm = X.copy(), X.copy()
+    Xp[i, k] += h
+    Xm[i, k] -= h
+    fd_x = (np_lml(Xp, y, **P) - np_lml(Xm, y, **P)) / (2 * h)
+    np.testing.assert_allclose(grads[1][i, k], fd_x, rtol=1e-6, atol=1e-8)
+
+
+def test_padding_has_no_effect(rng):
+    X, y = make_data(rng, n=15)
+    Xq = rng.uniform(size=(9, 3))
+    Xpad = np.concatenate([X, rng.uniform(size=(10, 3))])
+    ypad = np.concatenate([y, 1e6 * rng.normal(size=10)])
+    mask = np.arange(25) < 15
+    perm = rng.permutation(25)  # padded rows interleaved with real ones
+    p = gp_params()
+    m1, v1 = gp.predict(gp.posterior(p, X, y), Xq)
+    m2, v2 = gp.predict(gp.posterior(p, Xpad[perm], ypad[perm], mask[perm]), Xq)
+    np.testing.assert_allclose(m2, m1, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(v2, v1, rtol=1e-12, atol=1e-12)
+    l1 = gp.log_marginal_likelihood(p, X, y)
+    l2 = gp.log_marginal_likelihood(p, Xpad[perm], ypad[perm], mask[perm])
+    np.testing.assert_allclose(l2, l1, rtol=1e-12)
+    # NaN on padded rows is ignored too.
+    ynan = ypad.copy()
+    ynan[~mask] = np.nan
+    m3, _ = gp.predict(gp.posterior(p, Xpad, ynan, mask), Xq)
+    np.testing.assert_allclose(m3, m1, rtol=1e-12, atol=1e-12)
+
+
+def test_vmap_over_studies_equals_loop(rng):
+    S, n = 100, 12
+    X = rng.uniform(size=(S, n, 3))
+    y = rng.normal(size=(S, n))
+    mask = np.arange(n)[None, :] < rng.integers(1, n + 1, size=(S, 1))
+    Xq = rng.uniform(size=(S, 6, 3))
+    p = gp_params()
+
+    def one(X, y, m, Xq):
+        post = gp.posterior(p, X, y, m)
+        return gp.predict(post, Xq), gp.log_marginal_likelihood(p, X, y, m)
+
+    (mb, vb), lb = jax.vmap(one)(X, y, mask, Xq)
+    for s in range(0, S, 7):
+        (m1, v1), l1 = one(X[s], y[s], mask[s], Xq[s])
+        np.testing.assert_allclose(mb[s], m1, rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(vb[s], v1, rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(lb[s], l1, rtol=1e-10)
+
+
+def test_no_retrace_when_real_rows_change(rng):
+    X, y = make_data(rng, n=20)
+    p = gp_params()
+
+    @jax.jit
+    @chex.assert_max_traces(n=1)
+    def step(X, y, mask, p):
+        post = gp.posterior(p, X, y, mask)
+        q, _ = gp.fit(X, y, mask, init=p, steps=3)
+        return gp.predict(post, X)[0], q
+
+    for k in (3, 11, 20):
+        step(X, y, np.arange(20) < k, p)
+    # The library's own jitted entry points compile once per shape as well.
+    before = gp._posterior_jit._cache_size(), gp._fit._cache_size()
+    for k in (5, 17):
+        gp.posterior(p, X, y, np.arange(20) < k)
+        gp.fit(X, y, np.arange(20) < k, steps=30)
+    gp.fit(X, y, np.arange(20) < 9, steps=30)
+    after = gp._posterior_jit._cache_size(), gp._fit._cache_size()
+    assert after[0] <= before[0] + 1 and after[1] <= before[1] + 1
+
+
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.float64])
+def test_dtype_follows_input(rng, dtype):
+    X, y = make_data(rng, n=10)
+    X, y = jnp.asarray(X, dtype), jnp.asarray(y, dtype)
+    p, info = gp.fit(X, y, steps=5)
+    assert p.log_lengthscales.dtype == dtype and info.objective.dtype == dtype
+    post = gp.posterior(p, X, y)
+    mean, var = gp.predict(post, X)
+    assert mean.dtype == dtype and var.dtype == dtype and post.chol.dtype == dtype
+    z, m, s = gp.standardize(y)
+    assert z.dtype == dtype and m.dtype == dtype
+
+
+def test_float32_posterior_close_to_float64(rng):
+    X, y = make_data(rng)
+    Xq = rng.uniform(size=(30, 3))
+    m32, v32 = gp.predict(gp.posterior(gp_params(jnp.float32), X.astype(np.float32), y.astype(np.float32)), Xq)
+    mu_ref, var_ref = np_posterior(X, y, Xq, **P)
+    np.testing.assert_allclose(m32, mu_ref, atol=2e-3)
+    np.testing.assert_allclose(v32, var_ref, atol=2e-3)
+
+
+# ------------------------------------------------------------------------ fit
+
+
+def test_fit_reaches_the_scipy_optimum(rng):
+    """Our fixed-step L-BFGS reaches the MAP objective found by SciPy's L-BFGS-B."""
+    X, y = make_data(rng, n=30)
+    z, _, _ = gp.standardize(y)
+    z = np.asarray(z)
+    p, info = gp.fit(X, z, steps=40, num_restarts=3, key=jax.random.key(1))
+
+    def neg(t):
+        amp, ls, noise = np.exp(t[0]), np.exp(t[1:4]), np.exp(t[4]) + 1e-6
+        return -(np_lml(X, z, amp, ls, noise, t[5]) + np_log_prior(amp, ls, noise))
+
+    best = min(
+        scipy.optimize.minimize(neg, t0, method="L-BFGS-B").fun
+        for t0 in (np.array([0, -0.7, -0.7, -0.7, -4.6, 0]), np.array([0.5, 0, 0, 0, -2, 0]))
+    )
+    ours = neg(np.concatenate([[p.log_amplitude], p.log_lengthscales, [np.log(p.noise - 1e-6)], [p.mean]]))
+    np.testing.assert_allclose(float(info.objective), ours, rtol=1e-8)
+    assert ours <= best + 1e-4 * abs(best)
+    assert bool(info.finite) and int(info.num_valid) == 30
+
+
+def test_fit_recovers_known_hyperparameters():
+    """Data drawn from a known GP: the median ML-II estimate lands near the truth."""
+    true_ls, true_amp, true_noise = np.array([0.25, 0.8]), 1.0, 0.01
+    S, n = 16, 100
+    rs = np.random.default_rng(7)
+    X = rs.uniform(size=(S, n, 2))
+    Y = np.stack([
+        rs.multivariate_normal(np.zeros(n), np_matern52(x, x, true_amp, true_ls) + true_noise * np.eye(n))
+        for x in X
+    ])
+    fit = jax.vmap(lambda x, y: gp.fit(x, y, steps=40, prior=False, fit_mean=False)[0])
+    est = fit(jnp.asarray(X), jnp.asarray(Y))
+    med_ls = np.exp(np.median(np.asarray(est.log_lengthscales), axis=0))
+    med_amp = np.exp(np.median(np.asarray(est.log_amplitude)))
+    med_noise = np.exp(np.median(np.asarray(est.log_noise)))
+    # Tolerances reflect estimation error at n = 120 (lengthscales within ~25%).
+    np.testing.assert_allclose(med_ls, true_ls, rtol=0.25)
+    np.testing.assert_allclose(med_amp, true_amp, rtol=0.5)
+    np.testing.assert_allclose(med_noise, true_noise, rtol=0.5)
+
+
+@pytest.mark.parametrize(
+    "case",
+    ["one_point", "constant_y", "duplicated_X", "no_points"],
+)
+def test_fit_degenerate_inputs_stay_finite(rng, case):
+    n = 8
+    X = rng.uniform(size=(n, 3))
+    y = rng.normal(size=n)
+    mask = np.ones(n, bool)
+    if case == "one_point":
+        mask = np.arange(n) < 1
+    elif case == "constant_y":
+        y = np.full(n, 3.0)
+    elif case == "duplicated_X":
+        X[:] = X[0]
+    elif case == "no_points":
+        mask = np.zeros(n, bool)
+    z, _, _ = gp.standardize(y, mask)
+    p, info = gp.fit(X, z, mask)
+    assert bool(info.finite)
+    for leaf in jax.tree_util.tree_leaves(p):
+        assert np.all(np.isfinite(leaf))
+    mean, var = gp.predict(gp.posterior(p, X, z, mask), rng.uniform(size=(5, 3)))
+    assert np.all(np.isfinite(mean)) and np.all(np.isfinite(var)) and np.all(var >= 0)
+
+
+def test_posterior_survives_singular_gram():
+    """Duplicated inputs with a tiny noise: the growing jitter keeps the factor finite."""
+    X = np.full((6, 2), 0.5)
+    y = np.arange(6.0)
+    post = gp.posterior(gp.params(1.0, [0.3, 0.3], 1e-300), X, y)
+    assert bool(post.ok) and float(post.jitter) > 0
+    mean, var = gp.predict(post, X[:2])
+    assert np.all(np.isfinite(mean)) and np.all(np.isfinite(var))
+
+
+def test_standardize_against_numpy(rng):
+    y = rng.normal(size=12) * 3 + 1
+    mask = rng.uniform(size=12) < 0.7
+    z, m, s = gp.standardize(y, mask)
+    ref = (y[mask] - y[mask].mean()) / y[mask].std()
+    np.testing.assert_allclose(np.asarray(z)[mask], ref, rtol=1e-12)
+    assert np.all(np.asarray(z)[~mask] == 0)
+    np.testing.assert_allclose([m, s], [y[mask].mean(), y[mask].std()], rtol=1e-12)
+
+
+# ----------------------------------------------------------------- bad inputs
+
+
+@pytest.mark.parametrize(
+    "kwargs, err, match",
+    [
+        (dict(X=np.zeros(5)), ValueError, "X must be 2-D"),
+        (dict(X=np.full((5, 2), 1.5)), ValueError, "X must lie in the unit cube"),
+        (dict(y=np.zeros(4)), ValueError, "same number of rows"),
+        (dict(mask=np.ones(4, bool)), ValueError, "mask must have shape"),
+        (dict(mask=np.ones(5)), TypeError, "mask must have dtype bool"),
+        (dict(y=np.array([0.0, np.nan, 1, 2, 3])), ValueError, "y has 1 non-finite"),
+    ],
+)
+def test_bad_data_raises(kwargs, err, match):
+    args = dict(X=np.full((5, 2), 0.5), y=np.zeros(5), mask=None)
+    args.update(kwargs)
+    with pytest.raises(err, match=match):
+        gp.posterior(gp.params(1.0, [0.5, 0.5], 0.1), args["X"], args["y"], args["mask"])
+    with pytest.raises(err, match=match):
+        gp.fit(args["X"], args["y"], args["mask"])
+
+
+@pytest.mark.parametrize(
+    "args, match",
+    [
+        ((0.0, [0.5], 0.1), "amplitude must be > 0"),
+        ((1.0, [0.5, -1.0], 0.1), "lengthscales must be > 0"),
+        ((1.0, [0.5], 0.0), "noise must be > 0"),
+        ((1.0, 0.5, 0.1), "lengthscales must be 1-D"),
+        ((1.0, [0.5], np.nan), "noise must be finite"),
+    ],
+)
+def test_bad_params_raise(args, match):
+    with pytest.raises(ValueError, match=match):
+        gp.params(*args)
+
+
+def test_wrong_dimension_params_and_queries_raise():
+    X = np.full((4, 2), 0.5)
+    with pytest.raises(ValueError, match="log_lengthscales must have shape"):
+        gp.posterior(gp.params(1.0, [0.5, 0.5, 0.5], 0.1), X, np.zeros(4))
+    post = gp.posterior(gp.params(1.0, [0.5, 0.5], 0.1), X, np.zeros(4))
+    with pytest.raises(ValueError, match="Xq must have 2 columns"):
+        gp.predict(post, np.zeros((3, 3)))
+    with pytest.raises(ValueError, match="key is required"):
+        gp.fit(X, np.zeros(4), num_restarts=2)
+    with pytest.raises(ValueError, match="steps must be >= 1"):
+        gp.fit(X, np.zeros(4), steps=0)
+
+
+def test_nan_inside_jit_is_reported_not_silent(rng):
+    """Inside jit values cannot be checked eagerly: a NaN on a real row makes
+    ``info.finite`` False instead of returning NaN parameters."""
+    X, y = make_data(rng, n=10)
+    y[3] = np.nan
+    p, info = jax.jit(lambda X, y: gp.fit(X, y, steps=5))(X, y)
+    assert not bool(info.finite)
+    assert all(np.all(np.isfinite(leaf)) for leaf in jax.tree_util.tree_leaves(p))

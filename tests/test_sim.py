@@ -1,0 +1,231 @@
+"""Tests of the ask/tell protocol, random search, the simulator and save / load."""
+
+import os
+import subprocess
+import sys
+import textwrap
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxstop
+from jaxstop import policies, sim
+
+
+def ragged_table(rng, num_configs=12, max_budget=9, with_configs=True):
+    lengths = rng.integers(3, max_budget + 1, size=num_configs)
+    mask = np.arange(max_budget)[None, :] < lengths[:, None]
+    decay = rng.uniform(0.1, 0.9, size=(num_configs, 1))
+    floor = rng.uniform(0.05, 0.5, size=(num_configs, 1))
+    values = floor + decay * np.exp(-0.4 * np.arange(1, max_budget + 1))[None, :]
+    values = np.where(mask, values, np.nan)  # padded entries are garbage
+    test = values + 0.01
+    configs = rng.uniform(size=(num_configs, 3)) if with_configs else None
+    return sim.CurveTable(values, mask, test, configs), lengths
+
+
+def python_loop(policy, table, key, max_jobs):
+    """The protocol driven by hand, eagerly, with NumPy table lookups."""
+    values = np.asarray(table.values)
+    lengths = np.asarray(table.mask).sum(1)
+    k_init, k_loop = jax.random.split(key)
+    params = policy.default_params()
+    state = policy.init(k_init, params)
+    spent, incumbent, stop_job, configs = 0, -1, max_jobs, []
+    for j, k in enumerate(jax.random.split(k_loop, max_jobs)):
+        job, state = policy.ask(k, state, params)
+        c = int(job.config)
+        end = min(int(job.budget), lengths[c])
+        start = min(int(job.start), end)
+        epoch, value, stopped = start, values[c, max(start - 1, 0)], False
+        if policy.report is None:
+            epoch, value = end, values[c, end - 1]
+        else:
+            while epoch < end and not stopped:
+                value = values[c, epoch]
+                epoch += 1
+                state, stop = policy.report(state, job, epoch, value, params)
+                stopped = bool(stop)
+        result = policies.Result(jnp.asarray(value), jnp.asarray(epoch, jnp.int32), jnp.asarray(stopped))
+        state, info = policy.tell(state, job, result, params)
+        spent += epoch - start
+        incumbent = int(info.incumbent)
+        configs.append(c)
+        if bool(info.terminate):
+            stop_job = j
+            break
+    return dict(spent=spent, incumbent=incumbent, stop_job=stop_job, configs=configs)
+
+
+def test_random_search_loop_scan_vmap_agree(rng):
+    table, lengths = ragged_table(rng)
+    policy = policies.random_search(12, max_budget=9, candidates=table.configs)
+    keys = jax.random.split(jax.random.key(3), 5)
+    batch = jax.vmap(lambda k: sim.run(policy, table, k, max_jobs=15))(keys)
+    for i, k in enumerate(keys):
+        ref = python_loop(policy, table, k, 15)
+        one = sim.run(policy, table, k, max_jobs=15)
+        for tr in (one, jax.tree_util.tree_map(lambda a: a[i], batch)):
+            assert int(tr.budget) == ref["spent"]
+            assert int(tr.incumbent) == ref["incumbent"]
+            assert int(tr.stop_job) == ref["stop_job"]
+            n = len(ref["configs"])
+            assert np.asarray(tr.jobs.config)[:n].tolist() == ref["configs"]
+            assert np.all(np.asarray(tr.active)[:n]) and not np.any(np.asarray(tr.active)[n:])
+
+
+def test_random_search_without_replacement_finds_the_table_optimum(rng):
+    """Closed form: evaluating every row once returns argmin of the final losses
+    and spends the sum of the curve lengths."""
+    table, lengths = ragged_table(rng)
+    final = np.asarray(table.values)[np.arange(12), lengths - 1]
+    policy = policies.random_search(12, max_budget=9)
+    tr = sim.run(policy, table, jax.random.key(0), max_jobs=20)
+    assert int(tr.incumbent) == int(np.argmin(final))
+    assert float(tr.incumbent_value) == pytest.approx(final.min())
+    assert float(tr.incumbent_test) == pytest.approx(final.min() + 0.01)
+    assert int(tr.budget) == int(lengths.sum())
+    assert int(tr.stop_job) == 11 and int(tr.num_jobs) == 12
+    assert sorted(np.asarray(tr.jobs.config)[:12].tolist()) == list(range(12))
+    assert int(tr.bad_jobs) == 0
+    np.testing.assert_array_equal(np.asarray(tr.spent)[11:], lengths.sum())
+
+
+def test_random_search_cube_mode(key):
+    policy = policies.random_search(dim=4, max_budget=3)
+    state = policy.init(key)
+    job, _ = policy.ask(jax.random.key(1), state, ())
+    assert int(job.config) == -1 and job.x.shape == (4,)
+    assert bool(jnp.all((job.x >= 0) & (job.x <= 1)))
+
+
+class StopAbove(NamedTuple):
+    threshold: jax.Array
+
+
+def early_stopping_policy(num_configs, max_budget):
+    """A toy policy with a per-epoch hook: stop a job once its loss exceeds a threshold
+    after epoch 2, and terminate after ``num_configs`` jobs."""
+    base = policies.random_search(num_configs, max_budget=max_budget)
+
+    def report(state, job, epoch, value, params):
+        return state, (epoch >= 2) & (value > params.threshold)
+
+    return policies.Policy(base.init, base.ask, report, base.tell, lambda: StopAbove(jnp.asarray(0.4)))
+
+
+def test_report_hook_stops_jobs_like_the_python_loop(rng):
+    table, lengths = ragged_table(rng)
+    policy = early_stopping_policy(12, 9)
+    key = jax.random.key(5)
+    ref = python_loop(policy, table, key, 12)
+    tr = sim.run(policy, table, key, max_jobs=12)
+    assert int(tr.budget) == ref["spent"]
+    assert int(tr.incumbent) == ref["incumbent"]
+    values = np.asarray(table.values)
+    for c, e, stopped in zip(np.asarray(tr.jobs.config), np.asarray(tr.results.epoch), np.asarray(tr.results.stopped)):
+        row = values[c, : lengths[c]]
+        over = np.nonzero((np.arange(1, lengths[c] + 1) >= 2) & (row > 0.4))[0]
+        expected = over[0] + 1 if len(over) else lengths[c]
+        assert e == expected and stopped == bool(len(over))
+    # vmapping over params: a threshold above every loss never stops a job.
+    thresholds = StopAbove(jnp.array([0.4, 10.0]))
+    trs = jax.vmap(lambda p: sim.run(policy, table, key, p, max_jobs=12))(thresholds)
+    assert int(trs.budget[0]) == ref["spent"] and int(trs.budget[1]) == int(lengths.sum())
+
+
+def test_no_retrace_for_new_keys_or_params(rng):
+    table, _ = ragged_table(rng)
+    policy = early_stopping_policy(12, 9)
+    sim.run(policy, table, jax.random.key(0), max_jobs=12)
+    before = sim._run_jit._cache_size()
+    sim.run(policy, table, jax.random.key(1), StopAbove(jnp.asarray(0.3)), max_jobs=12)
+    values2 = np.where(np.asarray(table.mask), np.asarray(table.values) * 0.5, 0.0)
+    sim.run(policy, table._replace(values=values2), jax.random.key(2), max_jobs=12)
+    assert sim._run_jit._cache_size() == before
+
+
+def test_save_load_round_trip(tmp_path, rng):
+    table, _ = ragged_table(rng)
+    policy = policies.random_search(12, max_budget=9, candidates=table.configs)
+    state = policy.init(jax.random.key(0))
+    job, state = policy.ask(jax.random.key(1), state, ())
+    state, _ = policy.tell(state, job, policies.Result(jnp.asarray(0.3), jnp.asarray(9, jnp.int32), jnp.asarray(False)), ())
+    tree = {"state": state, "key": jax.random.key(42), "trace": sim.run(policy, table, jax.random.key(2), max_jobs=4)}
+    path = tmp_path / "state.npz"
+    jaxstop.save(tree, path)
+    back = jaxstop.load(path, like=tree)
+    for a, b in zip(jax.tree_util.tree_leaves(tree), jax.tree_util.tree_leaves(back)):
+        if jnp.issubdtype(a.dtype, jax.dtypes.prng_key):
+            a, b = jax.random.key_data(a), jax.random.key_data(b)
+        assert a.dtype == b.dtype and a.shape == b.shape
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    # The restored state continues exactly like the original.
+    j1, _ = policy.ask(jax.random.key(9), state, ())
+    j2, _ = policy.ask(jax.random.key(9), back["state"], ())
+    assert int(j1.config) == int(j2.config)
+    with pytest.raises(ValueError, match="leaves"):
+        jaxstop.load(path, like={"state": state})
+
+
+@pytest.mark.parametrize(
+    "make, err, match",
+    [
+        (lambda v, m: sim.CurveTable(v[0]), ValueError, "table.values must be 2-D"),
+        (lambda v, m: sim.CurveTable(v, m[:, ::-1]), ValueError, "prefix"),
+        (lambda v, m: sim.CurveTable(v, m.astype(int)), TypeError, "table.mask must have dtype bool"),
+        (lambda v, m: sim.CurveTable(v, m, test=v[:, :2]), ValueError, "table.test must have shape"),
+        (lambda v, m: sim.CurveTable(v, m, configs=np.full((4, 2), 2.0)), ValueError, "unit cube"),
+        (lambda v, m: sim.CurveTable(np.where(m, np.nan, v), m), ValueError, "non-finite"),
+    ],
+)
+def test_bad_tables_raise(make, err, match):
+    v = np.ones((4, 5))
+    m = np.arange(5)[None, :] < np.array([[5], [3], [4], [1]])
+    policy = policies.random_search(4, max_budget=5)
+    with pytest.raises(err, match=match):
+        sim.run(policy, make(v, m), jax.random.key(0), max_jobs=3)
+
+
+def test_bad_run_arguments_raise():
+    table = sim.CurveTable(np.ones((4, 5)))
+    policy = policies.random_search(4, max_budget=5)
+    with pytest.raises(ValueError, match="max_jobs must be >= 1"):
+        sim.run(policy, table, jax.random.key(0), max_jobs=0)
+    with pytest.raises(TypeError, match="policy must be"):
+        sim.run(lambda: None, table, jax.random.key(0), max_jobs=2)
+    with pytest.raises(ValueError, match="num_configs \\(3\\) must equal"):
+        policies.random_search(3, max_budget=5, candidates=np.zeros((4, 2)))
+    with pytest.raises(ValueError, match="max_budget must be >= 1"):
+        policies.random_search(3, max_budget=0)
+
+
+def test_run_batch_shards_over_eight_host_devices(tmp_path):
+    """Sharded runs over 8 (forced host) devices equal the vmapped runs."""
+    code = textwrap.dedent(
+        """
+        import os
+        os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=8"
+        import jax, jax.numpy as jnp, numpy as np
+        from jaxstop import policies, sim
+        assert len(jax.devices()) == 8
+        rs = np.random.default_rng(0)
+        table = sim.CurveTable(rs.uniform(size=(20, 6)))
+        policy = policies.random_search(20, max_budget=6)
+        keys = jax.random.split(jax.random.key(0), 16)
+        out = sim.run_batch(policy, table, keys, max_jobs=7)
+        ref = jax.vmap(lambda k: sim.run(policy, table, k, max_jobs=7))(keys)
+        assert len(out.incumbent.sharding.device_set) == 8
+        np.testing.assert_array_equal(out.incumbent, ref.incumbent)
+        np.testing.assert_array_equal(out.budget, ref.budget)
+        print("ok")
+        """
+    )
+    env = dict(os.environ)
+    env.pop("XLA_FLAGS", None)
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert res.stdout.strip().endswith("ok")
