@@ -8,6 +8,8 @@ PIP    := $(BIN)/python -m pip
 
 # Small dense linear algebra: one BLAS thread avoids thread-pool stalls (see README).
 export OPENBLAS_NUM_THREADS ?= 1
+# XLA:CPU's multithreaded Eigen pool can wedge on vmapped loop graphs (see README).
+export XLA_FLAGS ?= --xla_cpu_multi_thread_eigen=false
 
 .PHONY: demo test bench clean
 

@@ -35,7 +35,7 @@ from jax.typing import ArrayLike
 from tinygp import kernels, transforms
 from tinygp.kernels.distance import L2Distance
 
-from jaxstop import _checks
+from jaxstop import _checks, _linalg
 
 __all__ = [
     "GPParams",
@@ -286,15 +286,7 @@ def _base_jitter(p: GPParams, dtype):
     return 10 * jnp.finfo(dtype).eps * jnp.exp(p.log_amplitude)
 
 
-def _tri_inv(L):
-    """``L^-1`` for lower-triangular ``L``.
-
-    The barrier stops XLA from folding ``solve(L, I) @ v`` back into a solve
-    with a slow layout on CPU (measured 16 ms instead of 0.2 ms at n = 100).
-    """
-    n = L.shape[0]
-    Linv = jax.scipy.linalg.solve_triangular(L, jnp.eye(n, dtype=L.dtype), lower=True)
-    return jax.lax.optimization_barrier(Linv)
+_tri_inv = _linalg.tri_inv
 
 
 def _factor(K, mask, base_jitter):
@@ -307,7 +299,7 @@ def _factor(K, mask, base_jitter):
 
     def body(c):
         extra = jnp.where(c[3] == 0, 0, base_jitter * jnp.asarray(100.0, K.dtype) ** c[3].astype(K.dtype))
-        L = jnp.linalg.cholesky(K + jnp.diag(jnp.where(mask, extra, 0)))
+        L = _linalg.cholesky(K + jnp.diag(jnp.where(mask, extra, 0)))
         return L, extra, jnp.all(jnp.isfinite(L)), c[3] + 1
 
     L, extra, ok, _ = jax.lax.while_loop(cond, body, (L0, jnp.zeros((), K.dtype), ok0, jnp.asarray(0, jnp.int32)))
@@ -393,7 +385,7 @@ def _lml_parts(p: GPParams, X, y, mask):
     """Log marginal likelihood and the pieces its gradient needs (one factorisation)."""
     dt = X.dtype
     Kf, K = _gram(p, X, mask)
-    L = jnp.linalg.cholesky(K)
+    L = _linalg.cholesky(K)
     Linv = _tri_inv(L)
     Kinv = Linv.T @ Linv
     r = jnp.where(mask, y - p.mean, 0)

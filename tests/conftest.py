@@ -11,6 +11,9 @@ import os
 # per call under contention, which dominates small linear algebra. One thread
 # is faster for the matrix sizes used here. Must be set before numpy / jax load.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+# XLA:CPU's multithreaded Eigen pool can wedge (block_until_ready never returns)
+# on vmapped while-loop graphs; single-threaded Eigen avoids it. Tests are small.
+os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false")
 
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
@@ -18,6 +21,8 @@ import pytest  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
 jax.config.update("jax_numpy_rank_promotion", "raise")
+# Synchronous CPU dispatch: avoids a known hang of asynchronous CPU dispatch.
+jax.config.update("jax_cpu_enable_async_dispatch", False)
 
 
 @pytest.fixture

@@ -208,7 +208,7 @@ def test_run_batch_shards_over_eight_host_devices(tmp_path):
     code = textwrap.dedent(
         """
         import os
-        os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=8"
+        os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=8 --xla_cpu_multi_thread_eigen=false"
         import jax, jax.numpy as jnp, numpy as np
         from jaxstop import policies, sim
         assert len(jax.devices()) == 8
