@@ -2,11 +2,13 @@
 
 Modules:
     gp: GP surrogate (masked posterior, ML-II fit), batched by ``vmap``.
+    bos: Bayesian optimal stopping (learning-curve GP, Monte Carlo backward induction).
     policies: the functional ask/tell facade and the policies built on it.
     sim: simulation studies against tables of real learning curves.
     data: a small embedded sample of real HPO data for demos.
 """
 
+from jaxstop import bos as bos
 from jaxstop import data as data
 from jaxstop import gp as gp
 from jaxstop import policies as policies
@@ -16,4 +18,4 @@ from jaxstop._io import save as save
 
 __version__ = "0.1.0"
 
-__all__ = ["data", "gp", "policies", "sim", "save", "load", "__version__"]
+__all__ = ["bos", "data", "gp", "policies", "sim", "save", "load", "__version__"]
