@@ -2,6 +2,7 @@
 
 Modules:
     gp: GP surrogate (masked posterior, ML-II fit), batched by ``vmap``.
+    confidence: Gaussian-max integrals for UQ-guided halving (prob. of best, keep rule).
     bos: Bayesian optimal stopping (learning-curve GP, Monte Carlo backward induction).
     policies: the functional ask/tell facade and the policies built on it.
     sim: simulation studies against tables of real learning curves.
@@ -9,6 +10,7 @@ Modules:
 """
 
 from jaxstop import bos as bos
+from jaxstop import confidence as confidence
 from jaxstop import data as data
 from jaxstop import gp as gp
 from jaxstop import policies as policies
@@ -18,4 +20,4 @@ from jaxstop._io import save as save
 
 __version__ = "0.1.0"
 
-__all__ = ["bos", "data", "gp", "policies", "sim", "save", "load", "__version__"]
+__all__ = ["bos", "confidence", "data", "gp", "policies", "sim", "save", "load", "__version__"]

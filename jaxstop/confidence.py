@@ -1,0 +1,1173 @@
+"""Gaussian-max integrals for UQ-guided hyperparameter optimisation.
+
+Numerical kernels of the UQ-guided scheme of Liu et al. (2024), "UQ-Guided
+Hyperparameter Optimization": every candidate's converged loss is modelled as an
+independent ``N(mu_i, sigma_i^2)`` (Assumption 3.3), with ``mu_i`` its current
+validation loss and ``sigma_i`` the standard deviation of its last few losses
+(Eq. 1). From that model this module computes
+
+* :func:`prob_best` -- the probability that each candidate has the lowest
+  converged loss (the summands of Eq. 3, for heterogeneous ``sigma``),
+* :func:`confidence_curve` -- the confidence curve ``P_k`` of Definition 3.5,
+* :func:`leader_curve` and :func:`zeta` -- ``P_1`` among the top ``k`` and its
+  change when the uncertainty shrinks (Eq. 6),
+* :func:`keep_count` -- the discarding rule of Section 3.3.2 (Eq. 4-7),
+* :func:`prob_better` -- the pairwise comparison used by SS+ (Section 3.5),
+* :func:`window_std` and :func:`window_delta_sigma` -- the on-the-fly
+  uncertainty of Eq. 1 and its change (Appendix C).
+
+Quadrature
+----------
+All integrals have the form ``p_i = int phi_i(x) prod_{j != i} S_j(x) dx`` with
+``phi_i`` the density and ``S_j = 1 - Phi((x - mu_j) / sigma_j)`` the survival
+function of candidate ``j``. They are evaluated with a fixed, data-dependent
+rule and no adaptivity at run time, so every kernel is a static-shape program
+that jits, vmaps and runs on accelerators:
+
+* The minimum ``U = min_j X_j`` lies in ``[a, b]`` with
+  ``a = min_j (mu_j - c sigma_j)`` and ``b = min_j (mu_j + c sigma_j)``,
+  ``c = 9``: outside, every integrand is below ``2 Phi(-9) ~ 2e-19``.
+* Every feature of every integrand sits close to ``b``: candidate ``j``
+  matters only if ``mu_j - c sigma_j < b``, and as ``b <= mu_j + c sigma_j``,
+  its density and its survival step live within ``2 c sigma_j`` of ``b``. The
+  rule therefore uses Gauss-Legendre panels whose widths shrink geometrically
+  towards ``b``, from ``b - a`` down to 4 times the smallest relevant
+  ``sigma_j``; the grading ratio adapts to the data, so a candidate with
+  ``sigma`` 1e-3 times the others, or candidates thousands of ``sigma``
+  apart, need no more nodes (the accuracy degrades slowly beyond ~6 decades
+  of ``sigma``, see :func:`prob_best`).
+* Products of survival functions are sums of logs. With
+  ``L(x) = sum_j log S_j(x)`` (one pass over the candidates), the integrand of
+  ``p_i`` at node ``x`` is ``w * exp(log phi_i + L - log S_i)``, so the whole
+  vector costs ``O(n * nodes)``, not ``O(n^2 * nodes)``. At the nodes
+  ``x <= b``, so ``log S_i(x) >= log Phi(-9) ~ -43``: the subtraction is
+  accurate to ``eps * |L(x)|``, and where ``|L|`` is large the integrand is
+  negligible anyway. ``log S`` is computed as ``log(erfc(z / sqrt 2) / 2)``,
+  which agrees with ``jax.scipy.special.log_ndtr(-z)`` to 1e-14 relative for
+  ``z <= 12`` (arguments are clipped there; beyond, ``S < 2e-33``) and is five
+  times faster on CPU in float64.
+* Large ``n`` is processed in blocks of at most 4096 candidates with
+  ``lax.scan`` / ``lax.map`` (:func:`leader_curve` scans the candidates one
+  by one), so one problem needs at most ~25 MB of working memory in float64
+  for any ``n``; :func:`prob_best_batch` and :func:`confidence_curve_batch`
+  bound the memory of many problems with ``lax.map(..., batch_size=...)``.
+
+float64 uses 13 panels x 16 nodes (208 nodes), float32 13 panels x 12 nodes
+(156 nodes). Measured against ``scipy.integrate.quad`` (n <= 50, ``sigma``
+spread over 3 orders of magnitude, ties, tiny ``sigma``, far-apart ``mu``) the
+maximum absolute error of :func:`prob_best` is 5.7e-11 in float64 and 6.6e-7
+in float32 (see the function docstrings).
+
+Validity
+--------
+Structure (ranks, shapes, dtypes, configuration) is checked eagerly and raises
+``ValueError`` / ``TypeError``. Values (NaN ``mu``, ``sigma <= 0``) raise when
+the arrays are concrete; inside ``jax.jit`` such candidates are treated as
+masked (exactly no effect, probability 0) and reported: compare
+:func:`effective_mask` with the mask you passed, or read
+``KeepCount.num_invalid``.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+from jax.typing import ArrayLike
+
+__all__ = [
+    "ConfidenceCurve",
+    "KeepCount",
+    "confidence_curve",
+    "confidence_curve_batch",
+    "effective_mask",
+    "keep_count",
+    "leader_curve",
+    "prob_best",
+    "prob_best_batch",
+    "prob_better",
+    "window_delta_sigma",
+    "window_std",
+    "zeta",
+]
+
+# Half-width of the integration window in standard deviations: 2 Phi(-9) ~ 2e-19.
+_C = 9.0
+# Clip for log-survival arguments: S(12) ~ 1.8e-33, still a normal float32.
+_ZMAX = 12.0
+# Most candidates per block of prob_best, which keeps a (nodes, block) matrix and
+# reuses its log-survival values; larger n is processed block by block.
+_BLOCK_BEST = 4096
+# Width of the finest panel of the graded rule, in units of the smallest relevant sigma.
+_FINEST = 4.0
+# Shrunk sigma in zeta never goes below this fraction of sigma.
+_MIN_SHRINK = 1e-3
+_SQRT_HALF = 0.7071067811865476
+_LOG_SQRT_2PI = 0.9189385332046727
+_RULES = ("argmax", "crossing")
+_DELTA_KINDS = ("std", "variance")
+
+
+class ConfidenceCurve(NamedTuple):
+    """A curve over candidates ranked by ``mu``.
+
+    Attributes:
+        curve: Values for ``k = 1..n`` at index ``k - 1``, shape (n,).
+        order: Candidate indices sorted by ``mu`` ascending (stable for ties,
+            invalid / masked candidates last), shape (n,), int32.
+    """
+
+    curve: jax.Array
+    order: jax.Array
+
+
+class KeepCount(NamedTuple):
+    """Result of :func:`keep_count`. Per-k arrays hold ``k = 1..n`` at index ``k - 1``.
+
+    Attributes:
+        k: Number of candidates to keep (the smallest ``k`` with ``P_k >= tau``),
+            int32 scalar; 0 when no candidate is valid.
+        tau: The threshold ``P_{k*}``, scalar.
+        k_star: The balance point ``k*`` of Eq. (7), int32 scalar.
+        keep: Whether each candidate is kept, in the input order, shape (n,), bool.
+        order: Candidates sorted by ``mu`` (stable, invalid last), shape (n,), int32.
+        curve: Confidence curve ``P_k``, shape (n,).
+        cost: Exploration cost of dropping the k-th candidate,
+            ``P_k - P_{k-1}`` (Eq. 5), shape (n,).
+        gain: Exploitation gain ``R / (k (k - 1)) * zeta(k)``; 0 at ``k = 1``
+            and beyond the valid candidates, shape (n,).
+        zeta: ``zeta(k)`` of Eq. (6), shape (n,).
+        num_valid: Candidates that entered the computation, int32 scalar.
+        num_invalid: Candidates selected by ``mask`` but dropped because of a
+            non-finite ``mu`` or a non-finite or non-positive ``sigma``, int32.
+        num_bad_delta: Valid candidates whose ``delta_sigma`` was not finite and
+            was replaced by 0 (no shrinkage), int32 scalar.
+    """
+
+    k: jax.Array
+    tau: jax.Array
+    k_star: jax.Array
+    keep: jax.Array
+    order: jax.Array
+    curve: jax.Array
+    cost: jax.Array
+    gain: jax.Array
+    zeta: jax.Array
+    num_valid: jax.Array
+    num_invalid: jax.Array
+    num_bad_delta: jax.Array
+
+
+# --------------------------------------------------------------------------
+# validation
+
+
+def _is_concrete(*arrays) -> bool:
+    return not any(isinstance(a, jax.core.Tracer) for a in arrays)
+
+
+def _real_array(x, name: str) -> jax.Array:
+    if isinstance(x, jax.core.Tracer):
+        arr = x
+    else:
+        arr = jnp.asarray(x)
+    if arr.dtype == jnp.bool_ or not (
+        jnp.issubdtype(arr.dtype, jnp.floating) or jnp.issubdtype(arr.dtype, jnp.integer)
+    ):
+        raise TypeError(f"{name} must be a real (float or integer) array, got dtype {arr.dtype}")
+    return arr
+
+
+def _first_bad(bad: np.ndarray) -> int:
+    return int(np.flatnonzero(bad.ravel())[0])
+
+
+def _prepare(mu, sigma, mask):
+    """Validate (mu, sigma, mask) of one problem; returns float arrays and a bool mask."""
+    mu = _real_array(mu, "mu")
+    sigma = _real_array(sigma, "sigma")
+    if mu.ndim != 1:
+        raise ValueError(f"mu must have shape (n,), got shape {mu.shape}")
+    if sigma.shape != mu.shape:
+        raise ValueError(f"mu and sigma must have the same shape, got {mu.shape} and {sigma.shape}")
+    if mu.shape[0] == 0:
+        raise ValueError("mu must hold at least one candidate, got shape (0,)")
+    dtype = jnp.result_type(mu, sigma, 1.0)
+    mu = mu.astype(dtype)
+    sigma = sigma.astype(dtype)
+    if mask is None:
+        mask = jnp.ones(mu.shape, bool)
+    else:
+        if not isinstance(mask, jax.core.Tracer):
+            mask = jnp.asarray(mask)
+        if mask.dtype != jnp.bool_:
+            raise TypeError(f"mask must be a boolean array, got dtype {mask.dtype}")
+        if mask.shape != mu.shape:
+            raise ValueError(f"mask must have the same shape as mu {mu.shape}, got {mask.shape}")
+    if _is_concrete(mu, sigma, mask):
+        m = np.asarray(mask)
+        mu_np = np.asarray(mu)
+        s_np = np.asarray(sigma)
+        bad_mu = m & ~np.isfinite(mu_np)
+        if bad_mu.any():
+            i = _first_bad(bad_mu)
+            raise ValueError(f"mu must be finite where mask is True, got mu[{i}] = {mu_np[i]}")
+        bad_s = m & ~(np.isfinite(s_np) & (s_np > 0))
+        if bad_s.any():
+            i = _first_bad(bad_s)
+            raise ValueError(
+                f"sigma must be positive and finite where mask is True, got sigma[{i}] = {s_np[i]}"
+            )
+    return mu, sigma, mask
+
+
+def _valid(mu, sigma, mask):
+    return mask & jnp.isfinite(mu) & jnp.isfinite(sigma) & (sigma > 0)
+
+
+# --------------------------------------------------------------------------
+# quadrature building blocks
+
+
+def _rule(dtype) -> tuple[int, int]:
+    """(geometric levels, Gauss-Legendre order) for a dtype."""
+    if jnp.dtype(dtype) == jnp.float64:
+        return 12, 16
+    return 12, 12
+
+
+@functools.cache
+def _gauss_legendre(order: int) -> tuple[np.ndarray, np.ndarray]:
+    x, w = np.polynomial.legendre.leggauss(order)
+    return (x + 1.0) / 2.0, w / 2.0
+
+
+def _log_sf(z):
+    """log(1 - Phi(z)) for z <= _ZMAX (clipped above)."""
+    z = jnp.minimum(z, _ZMAX)
+    return jnp.log(0.5 * lax.erfc(z * _SQRT_HALF))
+
+
+def _graded(length, h, levels: int, order: int):
+    """Graded Gauss-Legendre rule on [0, length], panels shrinking towards 0.
+
+    Panel boundaries are ``length * r**l`` for ``l = 0..levels`` and 0, with
+    ``r = (_FINEST * h / length)**(1 / levels)``: the panel next to 0 has width
+    ``_FINEST * h`` (or less when ``length`` is already that small).
+    Returns distances from 0 and weights, each of shape (levels + 1) * order.
+    """
+    dtype = length.dtype
+    t, w = _gauss_legendre(order)
+    t = jnp.asarray(t, dtype)
+    w = jnp.asarray(w, dtype)
+    tiny = jnp.finfo(dtype).tiny
+    safe = jnp.maximum(length, tiny)
+    ratio = jnp.clip(_FINEST * h / safe, tiny, 1.0)
+    log_r = jnp.log(ratio) / levels
+    ell = jnp.arange(levels + 1, dtype=dtype)
+    hi = jnp.where(length > 0, length * jnp.exp(ell * log_r), 0.0)
+    lo = jnp.concatenate([hi[1:], jnp.zeros((1,), dtype)])
+    width = hi - lo
+    nodes = lo[:, None] + width[:, None] * t[None, :]
+    weights = width[:, None] * w[None, :]
+    return nodes.reshape(-1), weights.reshape(-1)
+
+
+def _blocks(n: int, max_block: int) -> tuple[int, int]:
+    """(number of blocks, block size): balanced blocks of at most max_block."""
+    if n <= max_block:
+        return 1, n
+    nb = -(-n // max_block)
+    bs = -(-n // nb)
+    bs = min(-(-bs // 8) * 8, max_block)
+    return -(-n // bs), bs
+
+
+def _to_blocks(x, nb: int, bs: int, fill):
+    pad = nb * bs - x.shape[0]
+    if pad:
+        x = jnp.concatenate([x, jnp.full((pad,) + x.shape[1:], fill, x.dtype)])
+    return x.reshape((nb, bs) + x.shape[1:])
+
+
+def _safe_params(mu, sigma, valid):
+    dtype = mu.dtype
+    mu = jnp.where(valid, mu, jnp.zeros((), dtype))
+    sigma = jnp.where(valid, sigma, jnp.ones((), dtype))
+    return mu, sigma
+
+
+# --------------------------------------------------------------------------
+# kernels (one problem, traced)
+
+
+def _prob_best_kernel(mu, sigma, valid):
+    """p_i for every candidate; exact zeros for invalid ones. Unnormalised."""
+    dtype = mu.dtype
+    n = mu.shape[0]
+    levels, order = _rule(dtype)
+    c = jnp.asarray(_C, dtype)
+    big = jnp.asarray(jnp.finfo(dtype).max, dtype)
+    any_valid = jnp.any(valid)
+    mu, sigma = _safe_params(mu, sigma, valid)
+    lo = jnp.where(valid, mu - c * sigma, big)
+    hi = jnp.where(valid, mu + c * sigma, big)
+    b = jnp.where(any_valid, jnp.min(hi), jnp.zeros((), dtype))
+    a = jnp.where(any_valid, jnp.min(lo), -jnp.ones((), dtype))
+    relevant = valid & (lo < b)
+    h = jnp.where(any_valid, jnp.min(jnp.where(relevant, sigma, big)), jnp.ones((), dtype))
+    dist, weight = _graded(b - a, h, levels, order)
+    x = -dist  # node positions relative to b
+    # Invalid candidates sit at +inf: z = -inf, log S = log(erfc(-inf) / 2) = 0 and
+    # phi = 0 exactly, so they need no per-element masking.
+    m = jnp.where(valid, mu - b, jnp.inf)
+    inv_s = 1.0 / sigma
+    log_s = jnp.log(sigma)
+    hi_prec = lax.Precision.HIGHEST  # no reduced-precision (e.g. TF32) dots on accelerators
+
+    # Matrices are (nodes, candidates). Both reductions are dot products: the sum over
+    # candidates with a ones vector, the weighted sum over nodes with the weights. On
+    # CPU this is faster than reduce ops, markedly so under vmap.
+    def log_sf_block(mb, ib):
+        z = (x[:, None] - mb[None, :]) * ib[None, :]
+        return z, _log_sf(z)
+
+    def total_block(mb, ib):
+        ls = log_sf_block(mb, ib)[1]
+        return jnp.dot(ls, jnp.ones(mb.shape, dtype), precision=hi_prec)
+
+    def p_block(total, mb, ib, lb, vb):
+        z, ls = log_sf_block(mb, ib)
+        e = (total - _LOG_SQRT_2PI)[:, None] - 0.5 * z * z - lb[None, :] - ls
+        p = jnp.dot(weight, jnp.exp(e), precision=hi_prec)
+        return jnp.where(vb, p, jnp.zeros((), dtype))
+
+    nb, bs = _blocks(n, _BLOCK_BEST)
+    if nb == 1:
+        return p_block(total_block(m, inv_s), m, inv_s, log_s, valid)
+    mB = _to_blocks(m, nb, bs, jnp.inf)
+    iB = _to_blocks(inv_s, nb, bs, 1.0)
+    lB = _to_blocks(log_s, nb, bs, 0.0)
+    vB = _to_blocks(valid, nb, bs, False)
+
+    def acc(carry, blk):
+        return carry + total_block(*blk), None
+
+    total, _ = lax.scan(acc, jnp.zeros(x.shape, dtype), (mB, iB))
+    p = lax.map(lambda blk: p_block(total, *blk), (mB, iB, lB, vB))
+    return p.reshape(-1)[:n]
+
+
+def _normalise(p):
+    s = jnp.sum(p)
+    return jnp.where(s > 0, p / jnp.where(s > 0, s, 1.0), jnp.zeros_like(p))
+
+
+def _sort_order(mu, valid):
+    key = jnp.where(valid, mu, jnp.inf)
+    return jnp.argsort(key, stable=True).astype(jnp.int32)
+
+
+def _curve_from_sorted(p_sorted, num_valid):
+    n = p_sorted.shape[0]
+    dtype = p_sorted.dtype
+    one = jnp.ones((), dtype)
+    cum = jnp.minimum(jnp.cumsum(p_sorted), one)
+    idx = jnp.arange(n)
+    cum = jnp.where(idx >= num_valid - 1, one, cum)
+    cum = lax.cummax(cum)
+    return jnp.where(num_valid > 0, cum, jnp.zeros_like(cum))
+
+
+def _leader_kernel(mu, sigma, valid):
+    """P_1 among the top k, k = 1..n, for candidates already sorted by mu (valid first).
+
+    One sequential pass over the candidates carries the running log-survival
+    sum at every node (O(nodes) memory), which on CPU is faster than blocked
+    cumulative sums and compiles faster too.
+    """
+    dtype = mu.dtype
+    n = mu.shape[0]
+    levels, order = _rule(dtype)
+    c = jnp.asarray(_C, dtype)
+    big = jnp.asarray(jnp.finfo(dtype).max, dtype)
+    any_valid = valid[0]
+    mu, sigma = _safe_params(mu, sigma, valid)
+    mu0, s0 = mu[0], sigma[0]
+    a1 = mu0 - c * s0
+    b1 = mu0 + c * s0
+    hi = jnp.where(valid, mu + c * sigma, big)
+    bstar = jnp.clip(jnp.min(hi), mu0, b1)
+    relevant = valid & (mu - c * sigma < b1)
+    h = jnp.where(any_valid, jnp.min(jnp.where(relevant, sigma, big)), s0)
+    dl, wl = _graded(bstar - a1, h, levels, order)
+    dr, wr = _graded(b1 - bstar, h, levels, order)
+    x = jnp.concatenate([-dl, dr])  # relative to bstar
+    log_w = jnp.log(jnp.concatenate([wl, wr]))
+    z0 = (x - (mu0 - bstar)) / s0
+    base = log_w - 0.5 * z0 * z0 - jnp.log(s0) - _LOG_SQRT_2PI
+    use = valid & (jnp.arange(n) > 0)
+    # +inf: log S = 0 exactly (see _prob_best_kernel), for the leader itself and padding
+    m = jnp.where(use, mu - bstar, jnp.inf)
+    inv_s = 1.0 / sigma
+
+    def step(cum, cand):
+        mj, ij = cand
+        cum = cum + _log_sf((x - mj) * ij)
+        return cum, jnp.sum(jnp.exp(base + cum))
+
+    _, out = lax.scan(step, jnp.zeros(x.shape, dtype), (m, inv_s))
+    return jnp.where(any_valid, out, jnp.zeros_like(out))
+
+
+@jax.jit
+def _prob_best_impl(mu, sigma, mask):
+    valid = _valid(mu, sigma, mask)
+    return _normalise(_prob_best_kernel(mu, sigma, valid))
+
+
+@jax.jit
+def _confidence_curve_impl(mu, sigma, mask):
+    valid = _valid(mu, sigma, mask)
+    p = _normalise(_prob_best_kernel(mu, sigma, valid))
+    order = _sort_order(mu, valid)
+    num_valid = jnp.sum(valid)
+    return ConfidenceCurve(_curve_from_sorted(p[order], num_valid), order)
+
+
+@jax.jit
+def _leader_curve_impl(mu, sigma, mask):
+    valid = _valid(mu, sigma, mask)
+    order = _sort_order(mu, valid)
+    out = _leader_kernel(mu[order], sigma[order], valid[order])
+    return ConfidenceCurve(out, order)
+
+
+def _shrunk(sigma, delta):
+    return jnp.maximum(sigma - delta, _MIN_SHRINK * sigma)
+
+
+def _zeta_sorted(mu_s, sigma_s, valid_s, delta_s):
+    n = mu_s.shape[0]
+    both = jnp.stack([sigma_s, _shrunk(sigma_s, delta_s)])
+    before, after = jax.vmap(_leader_kernel, in_axes=(None, 0, None))(mu_s, both, valid_s)
+    k = jnp.arange(1, n + 1)
+    num_valid = jnp.sum(valid_s)
+    return jnp.where((k >= 2) & (k <= num_valid), after - before, jnp.zeros_like(before))
+
+
+def _clean_delta(delta, valid):
+    ok = jnp.isfinite(delta)
+    return jnp.where(ok, delta, jnp.zeros_like(delta)), jnp.sum(valid & ~ok).astype(jnp.int32)
+
+
+@jax.jit
+def _zeta_impl(mu, sigma, delta, mask):
+    valid = _valid(mu, sigma, mask)
+    delta, _ = _clean_delta(jnp.broadcast_to(delta, mu.shape), valid)
+    order = _sort_order(mu, valid)
+    return _zeta_sorted(mu[order], sigma[order], valid[order], delta[order])
+
+
+def _choose_k(cost, gain, curve, num_valid, rule: str):
+    """k*, tau = P_{k*} and k = min {k : P_k >= tau} from the per-k arrays (index k - 1)."""
+    n = cost.shape[0]
+    dtype = cost.dtype
+    k = jnp.arange(1, n + 1, dtype=jnp.int32)
+    in_range = k <= num_valid
+    droppable = (k >= 2) & in_range
+    if rule == "argmax":
+        # F(k) = sum_{j > k, j <= n_valid} (gain_j - cost_j): change of P_1 of the next
+        # round when keeping k instead of all; k* maximises it (Eq. 4), ties -> larger k.
+        net = jnp.where(droppable, gain - cost, jnp.zeros((), dtype))
+        tail = jnp.cumsum(net[::-1])[::-1]  # tail[k-1] = sum_{j >= k}
+        f = jnp.concatenate([tail[1:], jnp.zeros((1,), dtype)])
+        f = jnp.where(in_range, f, -jnp.inf)
+        k_star = n - jnp.argmax(f[::-1])
+    else:
+        # Drop from the bottom while dropping strictly helps: k* is the largest k >= 2
+        # with cost(k) >= gain(k) (Eq. 7 reached from above), else 1.
+        stop = droppable & (cost >= gain)
+        k_star = jnp.max(jnp.where(stop, k, 1))
+    has = num_valid > 0
+    k_star = jnp.where(has, k_star, 0).astype(jnp.int32)
+    tau = jnp.where(has, curve[jnp.maximum(k_star - 1, 0)], jnp.zeros((), dtype))
+    k_keep = jnp.where(has, jnp.sum(in_range & (curve < tau)) + 1, 0).astype(jnp.int32)
+    return k_keep, k_star, tau
+
+
+@functools.partial(jax.jit, static_argnames=("rule",))
+def _keep_count_impl(mu, sigma, delta, round_budget, mask, rule):
+    n = mu.shape[0]
+    dtype = mu.dtype
+    valid = _valid(mu, sigma, mask)
+    num_valid = jnp.sum(valid).astype(jnp.int32)
+    num_invalid = jnp.sum(mask & ~valid).astype(jnp.int32)
+    delta, num_bad_delta = _clean_delta(jnp.broadcast_to(delta, mu.shape), valid)
+    order = _sort_order(mu, valid)
+    p = _normalise(_prob_best_kernel(mu, sigma, valid))
+    p_s = p[order]
+    curve = _curve_from_sorted(p_s, num_valid)
+    zeta_k = _zeta_sorted(mu[order], sigma[order], valid[order], delta[order])
+
+    k = jnp.arange(1, n + 1, dtype=jnp.int32)
+    in_range = k <= num_valid
+    droppable = (k >= 2) & in_range
+    kf = k.astype(dtype)
+    r = jnp.asarray(round_budget, dtype)
+    r = jnp.where(jnp.isfinite(r), r, jnp.zeros((), dtype))
+    gain = jnp.where(droppable, r * zeta_k / jnp.maximum(kf * (kf - 1.0), 1.0), 0.0)
+    cost = jnp.where(in_range, p_s, 0.0)
+
+    k_keep, k_star, tau = _choose_k(cost, gain, curve, num_valid, rule)
+    keep_sorted = jnp.arange(n) < k_keep
+    keep = jnp.zeros((n,), bool).at[order].set(keep_sorted)
+    return KeepCount(
+        k=k_keep,
+        tau=tau,
+        k_star=k_star,
+        keep=keep,
+        order=order,
+        curve=curve,
+        cost=cost,
+        gain=gain,
+        zeta=zeta_k,
+        num_valid=num_valid,
+        num_invalid=num_invalid,
+        num_bad_delta=num_bad_delta,
+    )
+
+
+# --------------------------------------------------------------------------
+# public API
+
+
+def effective_mask(mu: ArrayLike, sigma: ArrayLike, mask: ArrayLike | None = None) -> jax.Array:
+    """Candidates that enter the computations of this module.
+
+    A candidate is used when ``mask`` selects it, its ``mu`` is finite and its
+    ``sigma`` is finite and positive. Outside ``jax.jit`` the other functions
+    raise on such entries; inside ``jax.jit`` they silently mask them, and
+    ``mask & ~effective_mask(mu, sigma, mask)`` reports which were dropped.
+
+    Args:
+        mu: Means of the converged losses, shape (n,).
+        sigma: Standard deviations, shape (n,).
+        mask: Candidates to consider, shape (n,), bool; all when None.
+
+    Returns:
+        Boolean array, shape (n,).
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> from jaxstop.confidence import effective_mask
+        >>> effective_mask(jnp.array([0.1, jnp.nan, 0.3]), jnp.array([0.1, 0.1, 0.0])).tolist()
+        [True, False, False]
+    """
+    mu = _real_array(mu, "mu")
+    sigma = _real_array(sigma, "sigma")
+    if mu.ndim != 1 or sigma.shape != mu.shape:
+        raise ValueError(
+            f"mu and sigma must have the same shape (n,), got {mu.shape} and {sigma.shape}"
+        )
+    if mask is None:
+        mask = jnp.ones(mu.shape, bool)
+    mask = jnp.asarray(mask)
+    if mask.dtype != jnp.bool_ or mask.shape != mu.shape:
+        raise ValueError(
+            f"mask must be a boolean array of shape {mu.shape}, got {mask.dtype} {mask.shape}"
+        )
+    return _valid(mu, sigma, mask)
+
+
+def prob_best(mu: ArrayLike, sigma: ArrayLike, mask: ArrayLike | None = None) -> jax.Array:
+    """Probability that each candidate has the lowest converged loss.
+
+    ``p_i = int phi(z_i(x)) / sigma_i * prod_{j != i} (1 - Phi(z_j(x))) dx`` with
+    ``z_j(x) = (x - mu_j) / sigma_j``
+    for independent ``X_j ~ N(mu_j, sigma_j^2)`` (Assumption 3.3 of Liu et al.,
+    2024). With equal ``sigma`` these are the summands of Eq. (3) (written there
+    for ``Y = max(-X_j)``); heterogeneous ``sigma`` is handled exactly. The
+    quadrature is described in the module docstring; the result is normalised
+    to sum to 1 over the valid candidates (the raw sum is 1 to ~1e-13 in
+    float64).
+
+    Accuracy against ``scipy.integrate.quad`` (max abs error over 48 problems
+    with n <= 50: ``sigma`` log-uniform over 3 decades, ties in ``mu``,
+    ``sigma`` 1e-3 of the others, ``mu`` up to 1e4 apart): 5.7e-11 in float64
+    (below 1e-12 except with ``sigma`` 1e-3 of the others) and 6.6e-7 in
+    float32, the latter including the rounding of the inputs to float32. With
+    ``sigma`` over 6 decades the float64 error is ~1e-8, over 9 decades
+    ~1e-4.
+
+    Args:
+        mu: Means of the converged losses, shape (n,).
+        sigma: Standard deviations, shape (n,), positive.
+        mask: Candidates to consider, shape (n,), bool; all when None. Masked
+            candidates get exactly 0 and have exactly no effect on the others.
+
+    Returns:
+        Probabilities, shape (n,), dtype of the promoted inputs.
+
+    Raises:
+        ValueError: on shape mismatches, or (concrete inputs only) a non-finite
+            ``mu`` or a non-positive / non-finite ``sigma`` under the mask.
+        TypeError: on non-real dtypes or a non-boolean mask.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> from jaxstop.confidence import prob_best
+        >>> p = prob_best(jnp.array([0.0, 0.0, 1.0]), jnp.array([1.0, 1.0, 1.0]))
+        >>> [round(float(v), 4) for v in p]
+        [0.4434, 0.4434, 0.1132]
+    """
+    mu, sigma, mask = _prepare(mu, sigma, mask)
+    return _prob_best_impl(mu, sigma, mask)
+
+
+def confidence_curve(
+    mu: ArrayLike, sigma: ArrayLike, mask: ArrayLike | None = None
+) -> ConfidenceCurve:
+    """Confidence curve ``P_k`` (Definition 3.5 and Eq. 3 of Liu et al., 2024).
+
+    Candidates are ranked by ``mu`` ascending (``order``: a stable sort, so ties
+    keep their input order; invalid and masked candidates last) and ``P_k`` is
+    the probability that the best converged loss is among the first ``k``:
+    ``curve[k - 1] = sum(prob_best(mu, sigma, mask)[order[:k]])``. The curve is
+    nondecreasing, ``P_{n_valid} = 1`` exactly and stays at 1 over the masked
+    tail; it is all zeros when no candidate is valid.
+
+    Args:
+        mu: Means of the converged losses, shape (n,).
+        sigma: Standard deviations, shape (n,), positive.
+        mask: Candidates to consider, shape (n,), bool; all when None.
+
+    Returns:
+        ``ConfidenceCurve(curve, order)``, each of shape (n,); ``order`` int32.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> from jaxstop.confidence import confidence_curve
+        >>> mu, sigma = jnp.array([0.3, 0.1, 0.2]), jnp.array([0.05, 0.05, 0.05])
+        >>> curve, order = confidence_curve(mu, sigma)
+        >>> order.tolist(), [round(float(v), 3) for v in curve]
+        ([1, 2, 0], [0.92, 0.999, 1.0])
+    """
+    mu, sigma, mask = _prepare(mu, sigma, mask)
+    return _confidence_curve_impl(mu, sigma, mask)
+
+
+def leader_curve(mu: ArrayLike, sigma: ArrayLike, mask: ArrayLike | None = None) -> ConfidenceCurve:
+    """Probability that the top-ranked candidate is the best among the top ``k``.
+
+    ``curve[k - 1] = int phi_(1)(x) prod_{j=2..k} S_(j)(x) dx`` over candidates
+    ranked by ``mu`` (``order`` as in :func:`confidence_curve`): the ``P_1`` of
+    a round that keeps the top ``k``, the quantity whose change defines ``zeta``
+    (Eq. 6 and Eq. 11 of Liu et al., 2024). It is nonincreasing in ``k`` and
+    ``curve[0] = 1``. All ``k`` share one rule graded on both sides towards
+    ``b* = min_j (mu_j + 9 sigma_j)``: each top-``k`` subproblem's cut-off
+    ``b_k = min_{j <= k} (mu_j + 9 sigma_j)`` is within ``9 sigma_j`` of ``b*``
+    for every ``j <= k`` (as ``b* >= mu_j`` when ranked by ``mu``), so all its
+    features lie within ``27 sigma_j`` of ``b*``, and one ``O(n * nodes)``
+    pass gives every ``k``.
+    Max abs error against ``scipy.integrate.quad`` on the problems of
+    :func:`prob_best` with n <= 20: 4.0e-13 in float64, 4.9e-7 in float32.
+
+    Args:
+        mu: Means of the converged losses, shape (n,).
+        sigma: Standard deviations, shape (n,), positive.
+        mask: Candidates to consider, shape (n,), bool; all when None. Entries
+            beyond the valid candidates repeat the last valid value.
+
+    Returns:
+        ``ConfidenceCurve(curve, order)``.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> from jaxstop.confidence import leader_curve
+        >>> curve, order = leader_curve(jnp.array([0.0, 0.0, 0.0]), jnp.array([1.0, 1.0, 1.0]))
+        >>> [round(float(v), 4) for v in curve]
+        [1.0, 0.5, 0.3333]
+    """
+    mu, sigma, mask = _prepare(mu, sigma, mask)
+    return _leader_curve_impl(mu, sigma, mask)
+
+
+def _prepare_delta(delta_sigma, mu, mask):
+    delta = _real_array(delta_sigma, "delta_sigma").astype(mu.dtype)
+    if delta.shape not in ((), mu.shape):
+        raise ValueError(
+            f"delta_sigma must be a scalar or have the shape of mu {mu.shape}, got {delta.shape}"
+        )
+    if _is_concrete(delta, mask):
+        d = np.broadcast_to(np.asarray(delta), mu.shape)
+        bad = np.asarray(mask) & ~np.isfinite(d)
+        if bad.any():
+            i = _first_bad(bad)
+            raise ValueError(f"delta_sigma must be finite, got delta_sigma[{i}] = {d[i]}")
+    return delta
+
+
+def zeta(
+    mu: ArrayLike,
+    sigma: ArrayLike,
+    delta_sigma: ArrayLike,
+    mask: ArrayLike | None = None,
+) -> jax.Array:
+    """Change of ``P_1`` among the top ``k`` when every ``sigma`` shrinks (Eq. 6).
+
+    ``zeta[k - 1] = P_1^{(k)}(sigma') - P_1^{(k)}(sigma)`` with
+    ``sigma' = max(sigma - delta_sigma, 1e-3 * sigma)`` and ``P_1^{(k)}`` from
+    :func:`leader_curve` (Eq. 11-12 of Liu et al., 2024, for heterogeneous
+    ``sigma``). ``zeta[0] = 0`` and entries beyond the valid candidates are 0.
+    A negative ``delta_sigma`` (uncertainty that grows with training) gives a
+    negative ``zeta``. Ranks follow ``confidence_curve(mu, sigma, mask).order``.
+
+    Args:
+        mu: Means of the converged losses, shape (n,).
+        sigma: Standard deviations, shape (n,), positive.
+        delta_sigma: Reduction of ``sigma`` per extra unit of budget, scalar or
+            shape (n,) (in the input order), e.g. from :func:`window_delta_sigma`.
+            Non-finite entries count as 0 inside ``jax.jit``.
+        mask: Candidates to consider, shape (n,), bool; all when None.
+
+    Returns:
+        ``zeta`` for ``k = 1..n``, shape (n,).
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> from jaxstop.confidence import zeta
+        >>> z = zeta(jnp.array([0.0, 1.0]), jnp.array([1.0, 1.0]), 0.1)
+        >>> [round(float(v), 4) for v in z]   # Phi(1/sqrt(2)/0.9) - Phi(1/sqrt(2))
+        [0.0, 0.0237]
+    """
+    mu, sigma, mask = _prepare(mu, sigma, mask)
+    delta = _prepare_delta(delta_sigma, mu, mask)
+    return _zeta_impl(mu, sigma, delta, mask)
+
+
+def keep_count(
+    mu: ArrayLike,
+    sigma: ArrayLike,
+    delta_sigma: ArrayLike,
+    round_budget: ArrayLike,
+    mask: ArrayLike | None = None,
+    *,
+    rule: str = "argmax",
+) -> KeepCount:
+    """How many top-ranked candidates a UQ-guided round keeps (Section 3.3.2).
+
+    Liu et al. (2024) rank the candidates by ``mu``, build the confidence curve
+    ``P_k`` and keep the smallest ``k`` with ``P_k >= tau``. ``tau`` comes from
+    weighing, for each ``k``, what dropping the k-th candidate costs and gains:
+
+    * cost (exploration, Eq. 5): ``P_k - P_{k-1}``, the chance that the dropped
+      candidate was the best (``cost[k - 1] = prob_best[order[k - 1]]``);
+    * gain (exploitation): with a round budget ``R`` fixed, each of the ``k - 1``
+      survivors gets ``R / (k - 1) - R / k = R / (k (k - 1))`` more units, each
+      unit raising ``P_1`` of the next round by ``zeta(k)`` (Eq. 6, see
+      :func:`zeta`): ``gain[k - 1] = R / (k (k - 1)) * zeta(k)``.
+
+    ``k*`` is where the two balance (Eq. 7), ``tau = P_{k*}``, and the round
+    keeps ``k = min {k : P_k >= tau}``. ``k <= k*``, and ``k < k*`` only where
+    the curve is flat at working precision (the candidates in between have
+    probability 0 to rounding). The paper's Algorithm box writes ``P_k > tau``;
+    Section 3.3.2 and Fig. 6 write ``>=``, which is used here (with ``>``,
+    ``tau = P_{k*} = 1`` would keep nothing).
+
+    The paper derives ``k*`` from the optimisation of Eq. (4) -- choose ``tau``
+    (hence ``k``) to maximise ``P_1`` of the next round -- and states Eq. (7),
+    cost = gain, as its balance condition. On a discrete ``k`` the two readings
+    differ when cost and gain cross more than once or not at all:
+
+    * ``rule="argmax"`` (default; Eq. 4, the objective the scheme is built to
+      maximise): ``k* = argmax_k F(k)`` with
+      ``F(k) = sum_{j=k+1}^{n} (gain_j - cost_j)``, the linearised change of
+      ``P_1`` when keeping ``k`` instead of all ``n``; ties go to the larger
+      ``k`` (drop only when it strictly helps).
+    * ``rule="crossing"`` (Eq. 7 reached greedily from the bottom): drop the
+      last candidate while ``gain > cost``; ``k*`` is the largest ``k >= 2``
+      with ``cost(k) >= gain(k)``, or 1 if there is none.
+
+    Both agree when there is a single crossing. In both, equality counts as
+    balance (keep), ``k*`` never exceeds the number of valid candidates, and
+    ``k = 1`` cannot be dropped. No crossing: gain above cost everywhere gives
+    ``k* = 1`` (keep the top candidate); cost at or above gain everywhere
+    (e.g. ``delta_sigma <= 0`` or ``R = 0``) gives ``k* = n``, ``tau = 1``,
+    which keeps every candidate whose probability is not 0 at working precision.
+
+    Args:
+        mu: Current validation losses (means of the converged losses), shape (n,).
+        sigma: Uncertainties, shape (n,), positive (e.g. :func:`window_std`).
+        delta_sigma: Reduction of ``sigma`` per extra unit of budget, scalar or
+            shape (n,) in the input order (e.g. :func:`window_delta_sigma`).
+        round_budget: ``R``, the budget of one round in the units of
+            ``delta_sigma`` (e.g. epochs), scalar, >= 0 (inside ``jax.jit`` a
+            non-finite value counts as 0).
+        mask: Candidates in play, shape (n,), bool; all when None.
+        rule: ``"argmax"`` or ``"crossing"``, see above.
+
+    Returns:
+        :class:`KeepCount` with ``k``, ``tau``, ``k_star``, the keep mask and
+        the per-k ``cost``, ``gain``, ``zeta`` and ``curve``.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> from jaxstop.confidence import keep_count
+        >>> mu = jnp.array([0.30, 0.31, 0.33, 0.40, 0.55, 0.70])
+        >>> res = keep_count(mu, jnp.full(6, 0.03), 0.003, 20.0)
+        >>> int(res.k), res.keep.tolist()
+        (3, [True, True, True, False, False, False])
+    """
+    if rule not in _RULES:
+        raise ValueError(f"rule must be one of {_RULES}, got {rule!r}")
+    mu, sigma, mask = _prepare(mu, sigma, mask)
+    delta = _prepare_delta(delta_sigma, mu, mask)
+    r = _real_array(round_budget, "round_budget")
+    if r.shape != ():
+        raise ValueError(f"round_budget must be a scalar, got shape {r.shape}")
+    if _is_concrete(r):
+        rv = float(r)
+        if not (np.isfinite(rv) and rv >= 0):
+            raise ValueError(f"round_budget must be finite and >= 0, got {rv}")
+    return _keep_count_impl(mu, sigma, delta, r.astype(mu.dtype), mask, rule=rule)
+
+
+def prob_better(
+    mu_a: ArrayLike, sigma_a: ArrayLike, mu_b: ArrayLike, sigma_b: ArrayLike
+) -> jax.Array:
+    """Probability that candidate ``a`` converges to a loss no higher than ``b``.
+
+    ``Pr(X_b >= X_a) = Phi((mu_b - mu_a) / sqrt(sigma_a^2 + sigma_b^2))`` for
+    independent Gaussians (Definition 3.4 of Liu et al., 2024). SS+ (Section
+    3.5) trains candidate ``c_i`` when ``Pr(l(c_m) >= l(c_i)) >= 0.9`` against
+    the most-trained ``c_m``: ``prob_better(mu_i, sigma_i, mu_m, sigma_m) >= 0.9``.
+    (The worked example after Definition 3.4 writes
+    ``Pr(l_j > l_k) = Phi((mu_k - mu_j) / ...)``, which is ``Pr(l_j < l_k)``; the
+    direction here is the one the SS+ rule needs.) When both ``sigma`` are 0 the
+    comparison is deterministic: 1 if ``mu_b >= mu_a`` else 0. Arguments
+    broadcast; inside ``jax.jit`` an invalid pair (non-finite ``mu``, negative
+    or non-finite ``sigma``) gives 0.
+
+    Args:
+        mu_a: Mean of ``a``'s converged loss, any shape.
+        sigma_a: Its standard deviation, >= 0.
+        mu_b: Mean of ``b``'s converged loss.
+        sigma_b: Its standard deviation, >= 0.
+
+    Returns:
+        Probabilities with the broadcast shape of the arguments.
+
+    Example:
+        >>> from jaxstop.confidence import prob_better
+        >>> round(float(prob_better(0.20, 0.03, 0.25, 0.04)), 4)   # Phi(0.05 / 0.05)
+        0.8413
+    """
+    args = [
+        _real_array(v, name)
+        for v, name in ((mu_a, "mu_a"), (sigma_a, "sigma_a"), (mu_b, "mu_b"), (sigma_b, "sigma_b"))
+    ]
+    try:
+        shape = jnp.broadcast_shapes(*(a.shape for a in args))
+    except ValueError as err:
+        raise ValueError(
+            "mu_a, sigma_a, mu_b and sigma_b must broadcast to a common shape, got "
+            + ", ".join(str(a.shape) for a in args)
+        ) from err
+    dtype = jnp.result_type(*args, 1.0)
+    ma, sa, mb, sb = (jnp.broadcast_to(a.astype(dtype), shape) for a in args)
+    if _is_concrete(ma, sa, mb, sb):
+        for name, v, is_sigma in (
+            ("mu_a", ma, False),
+            ("sigma_a", sa, True),
+            ("mu_b", mb, False),
+            ("sigma_b", sb, True),
+        ):
+            v = np.asarray(v)
+            bad = ~np.isfinite(v) | ((v < 0) if is_sigma else False)
+            if np.any(bad):
+                what = "finite and >= 0" if is_sigma else "finite"
+                raise ValueError(f"{name} must be {what}, got {v.ravel()[_first_bad(bad)]}")
+    return _prob_better_impl(ma, sa, mb, sb)
+
+
+@jax.jit
+def _prob_better_impl(ma, sa, mb, sb):
+    ok = jnp.isfinite(ma) & jnp.isfinite(mb) & jnp.isfinite(sa) & jnp.isfinite(sb)
+    ok = ok & (sa >= 0) & (sb >= 0)
+    s = jnp.hypot(sa, sb)
+    pos = s > 0
+    z = (mb - ma) / jnp.where(pos, s, 1.0)
+    p = jnp.where(pos, jax.scipy.special.ndtr(z), (mb >= ma).astype(ma.dtype))
+    return jnp.where(ok, p, jnp.zeros_like(p))
+
+
+# --------------------------------------------------------------------------
+# batched wrappers
+
+
+def _batch_size(batch: int, n: int, dtype, max_bytes: int | None) -> int:
+    """Problems per lax.map step: a divisor of batch whose intermediates fit max_bytes."""
+    if max_bytes is None:
+        # On CPU, steps whose (nodes x candidates) matrices stay in cache run fastest;
+        # accelerators want large steps.
+        max_bytes = 4 * 2**20 if jax.default_backend() == "cpu" else 256 * 2**20
+    levels, order = _rule(dtype)
+    nodes = (levels + 1) * order
+    per_problem = 3 * min(n, _BLOCK_BEST) * nodes * jnp.dtype(dtype).itemsize + 64 * n
+    target = max(1, min(batch, int(max_bytes) // per_problem))
+    # a divisor of batch, so that lax.map needs no separately compiled remainder
+    return max(d for d in range(1, target + 1) if batch % d == 0)
+
+
+def _prepare_batch(mu, sigma, mask):
+    mu = _real_array(mu, "mu")
+    sigma = _real_array(sigma, "sigma")
+    if mu.ndim != 2:
+        raise ValueError(f"mu must have shape (batch, n), got shape {mu.shape}")
+    if sigma.shape != mu.shape:
+        raise ValueError(f"mu and sigma must have the same shape, got {mu.shape} and {sigma.shape}")
+    if mask is not None:
+        mask = jnp.asarray(mask)
+        if mask.shape != mu.shape:
+            raise ValueError(f"mask must have the same shape as mu {mu.shape}, got {mask.shape}")
+    flat = _prepare(mu.reshape(-1), sigma.reshape(-1), None if mask is None else mask.reshape(-1))
+    return tuple(a.reshape(mu.shape) for a in flat)
+
+
+@functools.partial(jax.jit, static_argnames=("batch_size",))
+def _prob_best_batch_impl(mu, sigma, mask, batch_size):
+    return lax.map(lambda a: _prob_best_impl(*a), (mu, sigma, mask), batch_size=batch_size)
+
+
+@functools.partial(jax.jit, static_argnames=("batch_size",))
+def _confidence_curve_batch_impl(mu, sigma, mask, batch_size):
+    return lax.map(lambda a: _confidence_curve_impl(*a), (mu, sigma, mask), batch_size=batch_size)
+
+
+def prob_best_batch(
+    mu: ArrayLike,
+    sigma: ArrayLike,
+    mask: ArrayLike | None = None,
+    *,
+    max_bytes: int | None = None,
+) -> jax.Array:
+    """:func:`prob_best` for a batch of problems with bounded working memory.
+
+    Problems are processed ``batch_size`` at a time (``lax.map``), with
+    ``batch_size`` the largest divisor of the batch whose quadrature
+    intermediates stay below ``max_bytes``. ``jax.vmap(prob_best)`` gives the
+    same numbers but materialises the whole batch at once, which needs
+    ``batch x`` the memory and, on CPU, runs several times slower once the
+    intermediates leave the cache.
+
+    Args:
+        mu: Means, shape (batch, n).
+        sigma: Standard deviations, shape (batch, n).
+        mask: Candidates to consider, shape (batch, n), bool; all when None.
+        max_bytes: Working-memory target in bytes (a Python int); None means
+            4 MiB on CPU (cache-sized steps are fastest there) and 256 MiB on
+            accelerators.
+
+    Returns:
+        Probabilities, shape (batch, n).
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> from jaxstop.confidence import prob_best_batch
+        >>> p = prob_best_batch(jnp.array([[0.0, 1.0], [1.0, 0.0]]), jnp.ones((2, 2)))
+        >>> [round(float(v), 4) for v in p[:, 0]]
+        [0.7602, 0.2398]
+    """
+    mu, sigma, mask = _prepare_batch(mu, sigma, mask)
+    bs = _batch_size(mu.shape[0], mu.shape[1], mu.dtype, max_bytes)
+    return _prob_best_batch_impl(mu, sigma, mask, batch_size=bs)
+
+
+def confidence_curve_batch(
+    mu: ArrayLike,
+    sigma: ArrayLike,
+    mask: ArrayLike | None = None,
+    *,
+    max_bytes: int | None = None,
+) -> ConfidenceCurve:
+    """:func:`confidence_curve` for a batch of problems with bounded working memory.
+
+    Args:
+        mu: Means, shape (batch, n).
+        sigma: Standard deviations, shape (batch, n).
+        mask: Candidates to consider, shape (batch, n), bool; all when None.
+        max_bytes: Working-memory target in bytes (a Python int); None as in
+            :func:`prob_best_batch`.
+
+    Returns:
+        ``ConfidenceCurve(curve, order)``, each of shape (batch, n).
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> from jaxstop.confidence import confidence_curve_batch
+        >>> mu = jnp.array([[0.0, 1.0], [1.0, 0.0]])
+        >>> curve, order = confidence_curve_batch(mu, jnp.ones((2, 2)))
+        >>> order.tolist()
+        [[0, 1], [1, 0]]
+    """
+    mu, sigma, mask = _prepare_batch(mu, sigma, mask)
+    bs = _batch_size(mu.shape[0], mu.shape[1], mu.dtype, max_bytes)
+    return _confidence_curve_batch_impl(mu, sigma, mask, batch_size=bs)
+
+
+# --------------------------------------------------------------------------
+# windowed uncertainty (Eq. 1, Appendix C)
+
+
+def _window_stats(losses, epochs, window: int, ddof: int):
+    """Std and count of the finite losses in losses[i, epochs[i]-window : epochs[i]]."""
+    t = losses.shape[1]
+    e = jnp.clip(epochs, 0, t)
+    idx = e[:, None] - window + jnp.arange(window)[None, :]
+    inside = idx >= 0
+    vals = jnp.take_along_axis(losses, jnp.clip(idx, 0, t - 1), axis=1)
+    ok = inside & jnp.isfinite(vals)
+    cnt = jnp.sum(ok, axis=1)
+    zero = jnp.zeros((), losses.dtype)
+    vals = jnp.where(ok, vals, zero)
+    mean = jnp.sum(vals, axis=1) / jnp.maximum(cnt, 1).astype(losses.dtype)
+    dev = jnp.where(ok, vals - mean[:, None], zero)
+    var = jnp.sum(dev * dev, axis=1) / jnp.maximum(cnt - ddof, 1).astype(losses.dtype)
+    enough = cnt > ddof
+    return jnp.where(enough, jnp.sqrt(var), zero), enough
+
+
+def _prepare_window(losses, epochs, window, ddof):
+    losses = _real_array(losses, "losses")
+    if losses.ndim != 2:
+        raise ValueError(f"losses must have shape (n, max_epochs), got shape {losses.shape}")
+    if isinstance(epochs, jax.core.Tracer):
+        ep = epochs
+    else:
+        ep = jnp.asarray(epochs)
+    if not jnp.issubdtype(ep.dtype, jnp.integer):
+        raise TypeError(f"epochs must be an integer array, got dtype {ep.dtype}")
+    if ep.shape != losses.shape[:1]:
+        raise ValueError(f"epochs must have shape ({losses.shape[0]},), got {ep.shape}")
+    if isinstance(window, bool) or not isinstance(window, (int, np.integer)) or window < 1:
+        raise ValueError(f"window must be a Python int >= 1, got {window!r}")
+    if isinstance(ddof, bool) or not isinstance(ddof, (int, np.integer)) or not 0 <= ddof < window:
+        raise ValueError(f"ddof must be a Python int in [0, window), got {ddof!r}")
+    if _is_concrete(ep):
+        e = np.asarray(ep)
+        bad = (e < 0) | (e > losses.shape[1])
+        if bad.any():
+            i = _first_bad(bad)
+            raise ValueError(
+                f"epochs must lie in [0, {losses.shape[1]}] (the max_epochs of losses), "
+                f"got epochs[{i}] = {e[i]}"
+            )
+    dtype = jnp.result_type(losses, 1.0)
+    return losses.astype(dtype), ep.astype(jnp.int32), int(window), int(ddof)
+
+
+@functools.partial(jax.jit, static_argnames=("window", "ddof"))
+def _window_std_impl(losses, epochs, window, ddof):
+    return _window_stats(losses, epochs, window, ddof)[0]
+
+
+@functools.partial(jax.jit, static_argnames=("window", "ddof", "kind"))
+def _window_delta_impl(losses, epochs, window, ddof, kind):
+    s_now, ok_now = _window_stats(losses, epochs, window, ddof)
+    s_prev, ok_prev = _window_stats(losses, epochs - 1, window, ddof)
+    if kind == "std":
+        d = s_prev - s_now
+    else:
+        d = s_prev * s_prev - s_now * s_now
+    return jnp.where(ok_now & ok_prev & (epochs >= 1), d, jnp.zeros_like(d))
+
+
+def window_std(
+    losses: ArrayLike, epochs: ArrayLike, window: int = 10, *, ddof: int = 1
+) -> jax.Array:
+    """Uncertainty of each candidate from its recent losses (Eq. 1 of Liu et al., 2024).
+
+    Candidate ``i`` has observed ``losses[i, :epochs[i]]`` (one per unit of
+    budget, oldest first; later columns are padding and ignored). Its
+    uncertainty is the standard deviation of the last ``window`` observed losses,
+    ``losses[i, max(0, epochs[i] - window) : epochs[i]]``, with ``ddof = 1``
+    (the "unbiased estimation" of Appendix C) by default. Eq. (1) divides by
+    ``delta`` a sum over ``D_t = [t - delta, t]``, i.e. ``delta + 1`` losses with
+    ``ddof = 1``: ``window=11`` reproduces the paper's ``delta = 10`` literally,
+    ``window=10`` (the default) is the common reading "std of the last 10".
+    Fewer than ``window`` losses use those available; non-finite losses are
+    left out of the window statistics. Where at most ``ddof`` losses are
+    available the result is 0 -- not a valid ``sigma`` for :func:`prob_best`,
+    so such candidates raise (eager) or are masked (jit) downstream.
+
+    Args:
+        losses: Loss curves, shape (n, max_epochs).
+        epochs: Observed epochs per candidate, shape (n,), integer in
+            ``[0, max_epochs]`` (clipped inside ``jax.jit``).
+        window: Number of trailing losses, a Python int >= 1.
+        ddof: Delta degrees of freedom, a Python int in ``[0, window)``.
+
+    Returns:
+        Standard deviations, shape (n,).
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> from jaxstop.confidence import window_std
+        >>> losses = jnp.array([[5.0, 1.0, 2.0, 3.0, 0.0], [1.0, 1.0, 0.0, 0.0, 0.0]])
+        >>> window_std(losses, jnp.array([4, 2]), window=3).tolist()
+        [1.0, 0.0]
+    """
+    losses, ep, window, ddof = _prepare_window(losses, epochs, window, ddof)
+    return _window_std_impl(losses, ep, window=window, ddof=ddof)
+
+
+def window_delta_sigma(
+    losses: ArrayLike,
+    epochs: ArrayLike,
+    window: int = 10,
+    *,
+    ddof: int = 1,
+    kind: str = "std",
+) -> jax.Array:
+    """Per-epoch reduction of the uncertainty from two consecutive windows (Appendix C).
+
+    Appendix C of Liu et al. (2024) estimates ``Delta_t sigma`` -- how much one
+    more unit of training lowers ``sigma`` (Eq. 6) -- from the difference of
+    the windowed statistic one step ago and now: ``s_{t-1} - s_t`` where ``s_t``
+    is :func:`window_std` at ``epochs`` and ``s_{t-1}`` at ``epochs - 1``.
+    Positive when the uncertainty is falling.
+
+    The appendix writes this alternative as a difference of windowed
+    *variances*, while its main definition is ``Delta_t sigma = sigma(t) -
+    sigma(t + 1)``, a difference of standard deviations that is then subtracted
+    from ``sigma`` in Eq. (6). ``kind="std"`` (default) follows the definition
+    and keeps the units of ``sigma``; ``kind="variance"`` returns the literal
+    ``s_{t-1}^2 - s_t^2``.
+
+    Args:
+        losses: Loss curves, shape (n, max_epochs).
+        epochs: Observed epochs per candidate, shape (n,), integer.
+        window: Number of trailing losses, a Python int >= 1.
+        ddof: Delta degrees of freedom, a Python int in ``[0, window)``.
+        kind: ``"std"`` or ``"variance"``.
+
+    Returns:
+        ``delta_sigma``, shape (n,); 0 where either window holds at most ``ddof``
+        losses.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> from jaxstop.confidence import window_delta_sigma
+        >>> losses = jnp.array([[4.0, 0.0, 2.0, 2.0]])
+        >>> window_delta_sigma(losses, jnp.array([4]), window=2, ddof=0).tolist()
+        [1.0]
+    """
+    if kind not in _DELTA_KINDS:
+        raise ValueError(f"kind must be one of {_DELTA_KINDS}, got {kind!r}")
+    losses, ep, window, ddof = _prepare_window(losses, epochs, window, ddof)
+    return _window_delta_impl(losses, ep, window=window, ddof=ddof, kind=kind)

@@ -1,0 +1,715 @@
+"""Tests for jaxstop.confidence against independent oracles.
+
+Oracles: scipy.integrate.quad on the defining integrals (x-space, products of
+scipy survival functions), the paper's Eq. (3) in its own y-space form, brute
+force Monte Carlo with 4-standard-error tolerances, and NumPy reference
+implementations of the keep rule and the windowed statistics written here.
+"""
+
+import functools
+
+import chex
+import hypothesis.strategies as st
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from scipy import integrate, special, stats
+
+import jaxstop.confidence as conf
+from jaxstop.confidence import (
+    confidence_curve,
+    confidence_curve_batch,
+    effective_mask,
+    keep_count,
+    leader_curve,
+    prob_best,
+    prob_best_batch,
+    prob_better,
+    window_delta_sigma,
+    window_std,
+    zeta,
+)
+
+PAD = 50  # common padded size for oracle cases: one compilation serves them all
+HYP = settings(max_examples=25, deadline=None, derandomize=True)
+# Most tests use problems of 6 candidates so that compiled functions are shared.
+MU6 = np.array([0.31, 0.30, 0.36, 0.33, 0.42, 0.39])
+SIGMA6 = np.array([0.03, 0.02, 0.04, 0.03, 0.05, 0.02])
+choose_k = jax.jit(conf._choose_k, static_argnames="rule")
+
+
+@jax.jit
+@chex.assert_max_traces(n=1)
+def keep_count_vmapped(mu, sigma, delta, budget, mask):
+    """keep_count over a batch of problems of 6 candidates, traced once per session."""
+    return jax.vmap(keep_count, in_axes=(0, 0, 0, None, 0))(mu, sigma, delta, budget, mask)
+
+
+# ----------------------------------------------------------------------------
+# oracles
+
+
+def _breakpoints(mu, sigma, lo, hi):
+    ks = (-6.0, -3.0, -1.0, 0.0, 1.0, 3.0, 6.0)
+    pts = {m + k * s for m, s in zip(mu, sigma) for k in ks}
+    return sorted(p for p in pts if lo < p < hi)
+
+
+def quad_prob_best(mu, sigma):
+    """p_i = int pdf_i(x) prod_{j != i} sf_j(x) dx by adaptive quadrature."""
+    mu = np.asarray(mu, float)
+    sigma = np.asarray(sigma, float)
+    n = len(mu)
+    out = np.zeros(n)
+    for i in range(n):
+        others = np.arange(n) != i
+        lo, hi = mu[i] - 12 * sigma[i], mu[i] + 12 * sigma[i]
+        if others.any():
+            hi = min(hi, np.min(mu[others] + 12 * sigma[others]))
+        if hi <= lo:
+            continue  # p_i < Phi(-12)^2
+
+        def f(x, i=i, others=others):
+            logsf = np.sum(stats.norm.logsf(x, mu[others], sigma[others]))
+            return stats.norm.pdf(x, mu[i], sigma[i]) * np.exp(logsf)
+
+        pts = _breakpoints(mu, sigma, lo, hi)
+        out[i] = integrate.quad(
+            f, lo, hi, points=pts or None, limit=4000, epsabs=1e-14, epsrel=1e-12
+        )[0]
+    return out
+
+
+def quad_leader(mu_sorted, sigma_sorted, k):
+    """Pr(X_1 < min(X_2..X_k)) by adaptive quadrature."""
+    mu, sigma = np.asarray(mu_sorted, float), np.asarray(sigma_sorted, float)
+    lo, hi = mu[0] - 12 * sigma[0], mu[0] + 12 * sigma[0]
+    if k > 1:
+        hi = min(hi, np.min(mu[1:k] + 12 * sigma[1:k]))
+    if hi <= lo:
+        return 0.0
+
+    def f(x):
+        return stats.norm.pdf(x, mu[0], sigma[0]) * np.exp(
+            np.sum(stats.norm.logsf(x, mu[1:k], sigma[1:k]))
+        )
+
+    pts = _breakpoints(mu[:k], sigma[:k], lo, hi)
+    return integrate.quad(f, lo, hi, points=pts or None, limit=4000, epsabs=1e-14, epsrel=1e-12)[0]
+
+
+def paper_eq3_curve(mu_sorted, sigma):
+    """P_m of Eq. (3) of Liu et al. (2024), in its own variable y = -loss."""
+    mu = np.asarray(mu_sorted, float)
+    lo, hi = -mu.max() - 12 * sigma, -mu.min() + 12 * sigma
+    pts = sorted(set(-mu))
+
+    def term(y, m):
+        u = (y + mu) / sigma
+        log_cdf = special.log_ndtr(u)
+        log_pdf = stats.norm.logpdf(u)
+        return np.sum(np.exp(log_pdf[:m] - log_cdf[:m] + log_cdf.sum())) / sigma
+
+    return np.array(
+        [
+            integrate.quad(lambda y, m=m: term(y, m), lo, hi, points=pts, limit=2000, epsabs=1e-14)[
+                0
+            ]
+            for m in range(1, len(mu) + 1)
+        ]
+    )
+
+
+def ref_choose(cost, gain, curve, nv, rule):
+    """The keep rule written out loop by loop (k = 1..nv)."""
+    if nv == 0:
+        return 0, 0, 0.0
+    if rule == "argmax":
+        f = {
+            k: sum(gain[j - 1] - cost[j - 1] for j in range(k + 1, nv + 1))
+            for k in range(1, nv + 1)
+        }
+        best = max(f.values())
+        k_star = max(k for k, v in f.items() if v == best)
+    else:
+        ks = [k for k in range(2, nv + 1) if cost[k - 1] >= gain[k - 1]]
+        k_star = max(ks) if ks else 1
+    tau = curve[k_star - 1]
+    k = min(k for k in range(1, nv + 1) if curve[k - 1] >= tau)
+    return k, k_star, tau
+
+
+def ref_window_std(losses, epochs, window, ddof):
+    out = []
+    for row, e in zip(np.asarray(losses), np.asarray(epochs)):
+        if e <= 0:
+            out.append(0.0)
+            continue
+        w = row[max(0, e - window) : e]
+        w = w[np.isfinite(w)]
+        out.append(float(np.std(w, ddof=ddof)) if len(w) > ddof else 0.0)
+    return np.array(out)
+
+
+def ref_window_count_ok(losses, epochs, window, ddof):
+    ok = []
+    for row, e in zip(np.asarray(losses), np.asarray(epochs)):
+        w = row[max(0, e - window) : e] if e > 0 else row[:0]
+        ok.append(np.isfinite(w).sum() > ddof)
+    return np.array(ok)
+
+
+def pad_case(mu, sigma, size=PAD, seed=0):
+    """Embed a problem at random positions of a larger masked array with junk padding."""
+    rng = np.random.default_rng(seed)
+    n = len(mu)
+    pos = np.sort(rng.choice(size, n, replace=False))
+    mu_p = rng.normal(size=size) * 5
+    sg_p = rng.uniform(-1, 1, size)
+    mu_p[rng.integers(size)] = np.nan
+    mask = np.zeros(size, bool)
+    mu_p[pos], sg_p[pos], mask[pos] = mu, sigma, True
+    return mu_p, sg_p, mask, pos
+
+
+def hard_cases():
+    rng = np.random.default_rng(42)
+    return {
+        "hetero_3_decades": (rng.normal(size=20), 10 ** rng.uniform(-3, 0, 20)),
+        "ties": (
+            np.array([0.0, 0.0, 0.0, 0.1, 0.1, 0.5]),
+            np.array([1.0, 0.1, 0.01, 0.001, 1.0, 0.3]),
+        ),
+        "tiny_sigma": (
+            np.array([0.0, 0.5, 0.5001, 1.0, -0.3]),
+            np.array([1.0, 1e-3, 1e-3, 1.0, 1.0]),
+        ),
+        "far_apart": (np.array([0.0, 100.0, 1e4, 0.2]), np.array([1.0, 1.0, 1e-3, 1e-3])),
+        "tiny_at_edge": (np.array([0.0, 2.0, 2.0 + 1e-4, 3.0]), np.array([1.0, 1e-3, 1e-3, 1e-3])),
+        "n50_hetero": (rng.normal(size=50), 10 ** rng.uniform(-3, 0, 50)),
+        "n16_clustered": (rng.choice([0.0, 1e-3, 0.5, 3.0], 16), 10 ** rng.uniform(-2, 0, 16)),
+    }
+
+
+@functools.cache
+def hard_case_oracle(name):
+    mu, sigma = hard_cases()[name]
+    return quad_prob_best(mu, sigma)
+
+
+@functools.cache
+def keep_case_oracle():
+    """Sorted prob_best and zeta (sigma shrunk by 10%) of (MU6, SIGMA6) by quadrature."""
+    order = np.argsort(MU6, kind="stable")
+    ms, ss = MU6[order], SIGMA6[order]
+    p = quad_prob_best(MU6, SIGMA6)[order]
+    z = np.array([quad_leader(ms, 0.9 * ss, k) - quad_leader(ms, ss, k) for k in range(1, 7)])
+    return order, p, z
+
+
+# ----------------------------------------------------------------------------
+# accuracy
+
+
+@pytest.mark.parametrize("name", list(hard_cases()))
+def test_prob_best_matches_quad(name):
+    mu, sigma = hard_cases()[name]
+    oracle = hard_case_oracle(name)
+    if len(mu) < PAD:
+        mu_p, sg_p, mask, pos = pad_case(mu, sigma)
+        p = np.asarray(prob_best(mu_p, sg_p, mask))
+        assert np.all(p[~mask] == 0.0)
+        p = p[pos]
+    else:
+        p = np.asarray(prob_best(mu, sigma))
+    assert p.dtype == np.float64
+    np.testing.assert_allclose(p, oracle, rtol=0, atol=1e-9)
+
+
+def test_prob_best_float32_accuracy():
+    """Error against the float64 oracle, rounding of the inputs to float32 included."""
+    worst = 0.0
+    for name, (mu, sigma) in hard_cases().items():
+        mu_p, sg_p, mask, pos = pad_case(mu, sigma)
+        p = prob_best(mu_p.astype(np.float32), sg_p.astype(np.float32), mask)
+        assert p.dtype == jnp.float32
+        worst = max(
+            worst, float(np.max(np.abs(np.asarray(p, float)[pos] - hard_case_oracle(name))))
+        )
+    assert worst <= 2e-6
+
+
+@pytest.mark.parametrize(
+    "name", ["ties", "tiny_sigma", "far_apart", "tiny_at_edge", "hetero_3_decades"]
+)
+def test_leader_curve_matches_quad(name):
+    mu, sigma = hard_cases()[name]
+    mu_p, sg_p, mask, _ = pad_case(mu, sigma)
+    curve, order = leader_curve(mu_p, sg_p, mask)
+    n = len(mu)
+    order = np.asarray(order)
+    assert mask[order[:n]].all() and not mask[order[n:]].any()
+    ms, ss = mu_p[order[:n]], sg_p[order[:n]]
+    assert np.all(np.diff(ms) >= 0)
+    oracle = np.array([quad_leader(ms, ss, k) for k in range(1, n + 1)])
+    np.testing.assert_allclose(np.asarray(curve)[:n], oracle, rtol=0, atol=1e-9)
+    # beyond the valid candidates the curve repeats the last value
+    np.testing.assert_allclose(np.asarray(curve)[n:], oracle[-1], rtol=0, atol=1e-9)
+
+
+def test_equal_sigma_matches_paper_eq3():
+    rng = np.random.default_rng(3)
+    mu = np.sort(rng.normal(size=8) * 0.4)
+    sigma = 0.3
+    mu_p, sg_p, mask, pos = pad_case(mu, np.full(8, sigma), seed=5)
+    curve, order = confidence_curve(mu_p, sg_p, mask)
+    np.testing.assert_array_equal(np.asarray(order)[:8], pos)
+    np.testing.assert_allclose(np.asarray(curve)[:8], paper_eq3_curve(mu, sigma), rtol=0, atol=1e-9)
+    np.testing.assert_array_equal(np.asarray(curve)[8:], 1.0)
+
+
+def test_prob_best_monte_carlo(rng):
+    mu = np.array([0.0, 0.1, 0.15, 0.4, -0.05, 0.02])
+    sigma = np.array([0.2, 0.05, 0.3, 0.5, 0.01, 0.1])
+    draws = 1_000_000
+    x = mu + sigma * rng.standard_normal((draws, 6))
+    freq = np.bincount(np.argmin(x, axis=1), minlength=6) / draws
+    p = np.asarray(prob_best(mu, sigma))
+    se = np.sqrt(p * (1 - p) / draws)
+    assert np.all(np.abs(freq - p) <= 4 * se + 1e-12)
+
+
+def test_zeta_against_quad_and_monte_carlo(rng):
+    mu = np.array([0.3, 0.0, 0.1, 0.12, 0.35, 0.2])
+    sigma = np.array([0.1, 0.08, 0.05, 0.2, 0.1, 0.02])
+    delta = np.array([0.02, 0.01, 0.02, 0.05, 0.0, 0.001])
+    z = np.asarray(zeta(mu, sigma, delta))
+    order = np.asarray(confidence_curve(mu, sigma).order)
+    np.testing.assert_array_equal(order, np.argsort(mu, kind="stable"))
+    ms, ss = mu[order], sigma[order]
+    ss2 = np.maximum(ss - delta[order], 1e-3 * ss)
+    quad = np.array([quad_leader(ms, ss2, k) - quad_leader(ms, ss, k) for k in range(1, 7)])
+    np.testing.assert_allclose(z, quad, rtol=0, atol=1e-9)
+    assert z[0] == 0.0
+    # Monte Carlo with common random numbers: X_1 < min(X_2..X_k) before / after shrinking
+    draws = 1_000_000
+    e = rng.standard_normal((draws, 6))
+    x0, x1 = ms + ss * e, ms + ss2 * e
+    win0 = x0[:, :1] < np.minimum.accumulate(x0[:, 1:], axis=1)
+    win1 = x1[:, :1] < np.minimum.accumulate(x1[:, 1:], axis=1)
+    diff = win1.astype(float) - win0.astype(float)
+    est, se = diff.mean(axis=0), diff.std(axis=0) / np.sqrt(draws)
+    assert np.all(np.abs(z[1:] - est) <= 4 * se + 1e-12)
+
+
+# ----------------------------------------------------------------------------
+# keep rule
+
+
+def test_choose_k_edge_cases():
+    """No crossing, ties and the tau plateau, by hand (5 valid of 7)."""
+    curve = jnp.array([0.5, 0.75, 0.875, 1.0, 1.0, 1.0, 1.0])
+    zeros = jnp.zeros(7)
+    five, none = jnp.int32(5), jnp.int32(0)
+    for rule in ("argmax", "crossing"):
+        # gain everywhere above cost: keep 1
+        k, ks, tau = choose_k(curve * 0 + 0.1, jnp.full(7, 1.0), curve, five, rule)
+        assert (int(k), int(ks), float(tau)) == (1, 1, 0.5)
+        # no gain: k* = n_valid, tau = 1, the zero-probability tail is dropped
+        cost = jnp.array([0.5, 0.25, 0.125, 0.125, 0.0, 0.0, 0.0])
+        k, ks, tau = choose_k(cost, zeros, curve, five, rule)
+        assert (int(k), int(ks), float(tau)) == (4, 5, 1.0)
+        # exact balance at every k counts as keep
+        k, ks, tau = choose_k(cost, cost.at[0].set(0.0), curve, five, rule)
+        assert int(ks) == 5
+        # nothing valid
+        k, ks, tau = choose_k(cost, zeros, curve, none, rule)
+        assert (int(k), int(ks), float(tau)) == (0, 0, 0.0)
+
+
+def test_rules_differ_with_two_crossings():
+    # net gain (gain - cost) for k = 2..6: +4, -1, -1, -1, +0.5 (eighths); k = 7 is padding
+    cost = jnp.array([4, 1, 3, 3, 3, 1, 0], float) / 8
+    gain = jnp.array([0, 5, 2, 2, 2, 1.5, 9], float) / 8
+    curve = jnp.minimum(jnp.cumsum(cost) / jnp.sum(cost), 1.0)
+    k_a = choose_k(cost, gain, curve, jnp.int32(6), "argmax")
+    k_c = choose_k(cost, gain, curve, jnp.int32(6), "crossing")
+    # greedy: dropping the 6th helps (+0.5), dropping the 5th does not (-1): stop at 5
+    assert int(k_c[1]) == 5 and int(k_c[0]) == 5
+    # F(k) = sum_{j>k} net_j: F(5) = 0.5, F(4) = -0.5, F(3) = -1.5, F(2) = -2.5, F(1) = 1.5
+    assert int(k_a[1]) == 1 and int(k_a[0]) == 1
+
+
+@HYP
+@given(
+    cost=st.lists(st.integers(0, 8), min_size=7, max_size=7),
+    gain=st.lists(st.integers(0, 8), min_size=7, max_size=7),
+    inc=st.lists(st.integers(0, 3), min_size=7, max_size=7),
+    nv=st.integers(0, 7),
+    rule=st.sampled_from(["argmax", "crossing"]),
+)
+def test_choose_k_matches_reference(cost, gain, inc, nv, rule):
+    cost, gain = np.array(cost) / 8.0, np.array(gain) / 8.0  # dyadic: sums are exact
+    curve = np.cumsum(inc) / 8.0
+    k, k_star, tau = choose_k(
+        jnp.asarray(cost), jnp.asarray(gain), jnp.asarray(curve), jnp.int32(nv), rule
+    )
+    assert (int(k), int(k_star), float(tau)) == ref_choose(cost, gain, curve, nv, rule)
+
+
+@pytest.mark.parametrize("rule", ["argmax", "crossing"])
+def test_keep_count_against_oracles(rule):
+    mu, sigma = MU6, SIGMA6
+    delta = 0.1 * sigma
+    order, p, z = keep_case_oracle()
+    kk = np.arange(1, 7)
+    decided = set()
+    for budget in (0.0, 2.0, 8.0, 30.0, 1e4):
+        res = keep_count(mu, sigma, delta, budget, rule=rule)
+        gain = np.where(kk >= 2, budget * z / np.maximum(kk * (kk - 1), 1), 0.0)
+        np.testing.assert_array_equal(np.asarray(res.order), order)
+        np.testing.assert_allclose(np.asarray(res.cost), p, rtol=0, atol=1e-9)
+        np.testing.assert_allclose(np.asarray(res.zeta), np.where(kk >= 2, z, 0), rtol=0, atol=1e-9)
+        np.testing.assert_allclose(np.asarray(res.gain), gain, rtol=0, atol=1e-9 * max(budget, 1))
+        np.testing.assert_allclose(np.asarray(res.curve), np.cumsum(p), rtol=0, atol=1e-9)
+        # the oracle decision must not sit on a knife edge for the comparison to mean anything
+        assert np.min(np.abs(p[1:] - gain[1:])) > 1e-6
+        k, k_star, _ = ref_choose(p, gain, np.cumsum(p), 6, rule)
+        assert int(res.k_star) == k_star
+        assert int(res.k) == k
+        assert float(res.tau) == pytest.approx(np.cumsum(p)[k_star - 1], abs=1e-9)
+        keep = np.zeros(6, bool)
+        keep[order[:k]] = True
+        np.testing.assert_array_equal(np.asarray(res.keep), keep)
+        assert res.k.dtype == jnp.int32 and res.k_star.dtype == jnp.int32
+        if rule == "argmax":
+            f = np.array([np.sum((gain - p)[k:]) for k in range(1, 7)])  # F(k), j > k
+            top2 = np.sort(f)[-2:]
+            assert top2[1] - top2[0] > 1e-7
+        decided.add(k)
+    # R = 0 keeps everyone, a huge R keeps only the leader, something in between occurs
+    assert {1, 6} < decided
+
+
+def test_keep_count_padding_and_invariance():
+    """Padded problems (junk under mask=False) against the oracle of the unpadded one."""
+    mu, sigma = MU6[:4], SIGMA6[:4]
+    delta = 0.1 * sigma
+    order = np.argsort(mu, kind="stable")
+    p = quad_prob_best(mu, sigma)[order]
+    z = [
+        quad_leader(mu[order], 0.9 * sigma[order], k) - quad_leader(mu[order], sigma[order], k)
+        for k in (1, 2, 3, 4)
+    ]
+    rows = []
+    for seed in (0, 1):  # two different padding layouts
+        mu_p, sg_p, mask, pos = pad_case(mu, sigma, size=6, seed=seed)
+        d_p = np.full(6, np.nan)
+        d_p[pos] = delta
+        rows.append((mu_p, sg_p, d_p, mask, pos))
+    # third and fourth problems: an affine change of units of the first layout
+    for a, b in ((3.0, -7.0), (0.01, 100.0)):
+        mu_p, sg_p, d_p, mask, pos = rows[0]
+        rows.append((a * mu_p + b, a * sg_p, a * d_p, mask, pos))
+    cols = [np.stack([r[i] for r in rows]) for i in range(4)]
+    res = keep_count_vmapped(*cols[:3], 8.0, cols[3])
+    for i, (_, _, _, mask, pos) in enumerate(rows):
+        r = jax.tree.map(lambda f, i=i: f[i], res)
+        assert int(r.num_valid) == 4 and int(r.num_invalid) == 0 and int(r.num_bad_delta) == 0
+        np.testing.assert_array_equal(np.asarray(r.order)[:4], pos[order])
+        np.testing.assert_allclose(np.asarray(r.cost)[:4], p, atol=1e-9)
+        np.testing.assert_allclose(np.asarray(r.curve)[:4], np.cumsum(p), atol=1e-9)
+        np.testing.assert_allclose(np.asarray(r.zeta)[:4], z, atol=1e-9)
+        np.testing.assert_array_equal(np.asarray(r.curve)[4:], 1.0)
+        np.testing.assert_array_equal(np.asarray(r.gain)[4:], 0.0)
+        np.testing.assert_array_equal(np.asarray(r.cost)[4:], 0.0)
+        assert not np.asarray(r.keep)[~mask].any()
+        kk = np.arange(1, 5)
+        gain = np.where(kk >= 2, 8.0 * np.array(z) / np.maximum(kk * (kk - 1), 1), 0.0)
+        assert np.min(np.abs(p[1:] - gain[1:])) > 1e-6
+        assert int(r.k) == ref_choose(p, gain, np.cumsum(p), 4, "argmax")[0]
+
+
+# ----------------------------------------------------------------------------
+# properties
+
+finite = {"allow_nan": False, "allow_infinity": False}
+mus = st.lists(st.floats(-3, 3, **finite), min_size=6, max_size=6)
+log_sigmas = st.lists(st.floats(-2, 0.5, **finite), min_size=6, max_size=6)
+
+
+@HYP
+@given(mu=mus, ls=log_sigmas, perm=st.permutations(range(6)))
+def test_permutation_equivariance(mu, ls, perm):
+    mu, sigma, perm = np.array(mu), 10 ** np.array(ls), np.array(perm)
+    p = np.asarray(prob_best(mu, sigma))
+    np.testing.assert_allclose(np.asarray(prob_best(mu[perm], sigma[perm])), p[perm], atol=1e-12)
+
+
+@HYP
+@given(mu=mus, ls=log_sigmas)
+def test_curve_properties(mu, ls):
+    mu, sigma = np.array(mu), 10 ** np.array(ls)
+    p = np.asarray(prob_best(mu, sigma))
+    curve, order = confidence_curve(mu, sigma)
+    curve, order = np.asarray(curve), np.asarray(order)
+    assert np.all(p >= 0)
+    assert abs(p.sum() - 1.0) <= 1e-12
+    assert np.all(np.diff(curve) >= 0) and curve[-1] == 1.0
+    np.testing.assert_array_equal(order, np.argsort(mu, kind="stable"))
+    np.testing.assert_allclose(curve, np.cumsum(p[order]), atol=1e-12)
+
+
+@HYP
+@given(
+    mu=mus,
+    ls=log_sigmas,
+    a=st.floats(0.01, 100, **finite),
+    b=st.floats(-100, 100, **finite),
+)
+def test_shift_scale_invariance(mu, ls, a, b):
+    mu, sigma = np.array(mu), 10 ** np.array(ls)
+    p = np.asarray(prob_best(mu, sigma))
+    q = np.asarray(prob_best(a * mu + b, a * sigma))
+    np.testing.assert_allclose(q, p, atol=1e-8)
+
+
+@HYP
+@given(mu=mus, ls=log_sigmas, seed=st.integers(0, 2**16))
+def test_mask_padding_equals_unpadded(mu, ls, seed):
+    mu, sigma = np.array(mu), 10 ** np.array(ls)
+    mu_p, sg_p, mask, pos = pad_case(mu, sigma, seed=seed)
+    p = np.asarray(prob_best(mu_p, sg_p, mask))
+    np.testing.assert_allclose(p[pos], np.asarray(prob_best(mu, sigma)), atol=1e-14)
+    assert np.all(p[~mask] == 0.0)
+    curve_p, order_p = confidence_curve(mu_p, sg_p, mask)
+    curve, order = confidence_curve(mu, sigma)
+    np.testing.assert_allclose(np.asarray(curve_p)[:6], np.asarray(curve), atol=1e-14)
+    np.testing.assert_array_equal(np.asarray(curve_p)[6:], 1.0)
+    np.testing.assert_array_equal(np.asarray(order_p)[:6], pos[np.asarray(order)])
+
+
+def test_all_masked_and_single_candidate():
+    mu, sigma = MU6, SIGMA6
+    none = np.zeros(6, bool)
+    np.testing.assert_array_equal(np.asarray(prob_best(mu, sigma, none)), 0.0)
+    np.testing.assert_array_equal(np.asarray(confidence_curve(mu, sigma, none).curve), 0.0)
+    res = keep_count(mu, sigma, 0.1 * sigma, 10.0, none)
+    assert int(res.k) == 0 and int(res.num_valid) == 0 and not np.asarray(res.keep).any()
+    one = np.arange(6) == 4
+    np.testing.assert_array_equal(np.asarray(prob_best(mu, sigma, one)), one.astype(float))
+    res = keep_count(mu, sigma, 0.1 * sigma, 10.0, one)
+    assert int(res.k) == 1 and np.asarray(res.keep).tolist() == one.tolist()
+
+
+# ----------------------------------------------------------------------------
+# dtypes, transformations, compilation
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_dtype_follows_input(dtype):
+    mu_p, sg_p, mask, _ = pad_case(MU6, SIGMA6)  # the padded size shares compilations
+    assert prob_best(mu_p.astype(dtype), sg_p.astype(dtype), mask).dtype == dtype
+    mu, sigma = MU6.astype(dtype), SIGMA6.astype(dtype)
+    curve, order = confidence_curve(mu, sigma)
+    assert curve.dtype == dtype and order.dtype == jnp.int32
+    res = keep_count(mu, sigma, 0.1 * sigma, dtype(8.0))  # runs leader_curve and zeta inside
+    for field in (res.tau, res.curve, res.cost, res.gain, res.zeta):
+        assert field.dtype == dtype
+    assert res.k.dtype == jnp.int32 and res.k_star.dtype == jnp.int32
+    assert prob_better(mu, sigma, mu[::-1], sigma).dtype == dtype
+    losses = np.linspace(1, 0, 9 * 15).reshape(9, 15).astype(dtype)
+    assert window_std(losses, np.full(9, 12), 10, ddof=1).dtype == dtype
+    np.testing.assert_allclose(np.asarray(curve)[-1], 1.0)
+    np.testing.assert_allclose(np.asarray(res.curve), np.asarray(curve), atol=1e-6)
+
+
+def test_jit_vmap_and_no_retrace(rng):
+    """jit(vmap(keep_count)) == a Python loop of eager calls; new values do not retrace."""
+    for _ in range(2):  # the second batch has new values: no retrace (assert_max_traces)
+        mu = rng.normal(size=(4, 6))
+        sigma = 10 ** rng.uniform(-2, 0, (4, 6))
+        mask = rng.uniform(size=(4, 6)) < 0.8
+        mask[:, 0] = True
+        delta = 0.1 * sigma
+        batched = keep_count_vmapped(mu, sigma, delta, 5.0, mask)
+        for i in range(4):
+            eager = keep_count(mu[i], sigma[i], delta[i], 5.0, mask[i])
+            for a, b in zip(eager, (f[i] for f in batched)):
+                np.testing.assert_allclose(np.asarray(b), np.asarray(a), atol=1e-14)
+            np.testing.assert_allclose(
+                np.asarray(prob_best(mu[i], sigma[i], mask[i]))[np.asarray(eager.order)],
+                np.asarray(eager.cost),
+                atol=1e-14,
+            )
+
+
+def test_batch_wrappers_match_loop(rng):
+    mu = rng.normal(size=(4, 6))
+    sigma = 10 ** rng.uniform(-2, 0, (4, 6))
+    mask = np.ones((4, 6), bool)
+    mask[2, 3] = False
+    loop_p = np.stack([np.asarray(prob_best(mu[i], sigma[i], mask[i])) for i in range(4)])
+    loop_c = np.stack(
+        [np.asarray(confidence_curve(mu[i], sigma[i], mask[i]).curve) for i in range(4)]
+    )
+    three = 3 * (3 * 6 * 13 * 16 * 8 + 64 * 6)  # bytes for three problems at a time
+    assert conf._batch_size(4, 6, jnp.float64, three) == 2  # a divisor of 4: 2 x 2 problems
+    assert conf._batch_size(7, 6, jnp.float64, three) == 1  # 7 is prime
+    two = three
+    np.testing.assert_allclose(
+        np.asarray(prob_best_batch(mu, sigma, mask, max_bytes=two)), loop_p, atol=1e-14
+    )
+    curve, order = confidence_curve_batch(mu, sigma, mask, max_bytes=two)
+    np.testing.assert_allclose(np.asarray(curve), loop_c, atol=1e-14)
+    assert order.shape == (4, 6)
+    assert 1 <= conf._batch_size(1000, 10_000, jnp.float64, 256 * 2**20) < 1000
+    assert conf._batch_size(1000, 100, jnp.float64, None) >= 1
+
+
+def test_blocked_pass_equals_single_block(monkeypatch, rng):
+    """The block-by-block (lax.scan / lax.map) path used for large n."""
+    n = 6
+    mu = rng.normal(size=n)
+    sigma = 10 ** rng.uniform(-2, 0, n)
+    mask = np.array([True, True, False, True, True, True])
+    p_one = np.asarray(prob_best(mu, sigma, mask))
+
+    def run(mu, sigma, mask):
+        valid = conf._valid(mu, sigma, mask)
+        return conf._normalise(conf._prob_best_kernel(mu, sigma, valid))
+
+    monkeypatch.setattr(conf, "_BLOCK_BEST", 2)
+    assert conf._blocks(n, 2) == (3, 2) and conf._blocks(37, 8) == (5, 8)
+    p_blk = jax.jit(run)(jnp.asarray(mu), jnp.asarray(sigma), jnp.asarray(mask))
+    np.testing.assert_allclose(np.asarray(p_blk), p_one, atol=1e-14)
+
+
+# ----------------------------------------------------------------------------
+# prob_better
+
+
+def test_prob_better_direction_and_limits(rng):
+    mu_a, s_a, mu_b, s_b = 0.20, 0.03, 0.25, 0.04
+    draws = 1_000_000
+    xa = mu_a + s_a * rng.standard_normal(draws)
+    xb = mu_b + s_b * rng.standard_normal(draws)
+    freq = np.mean(xb >= xa)
+    p = float(prob_better(mu_a, s_a, mu_b, s_b))
+    assert abs(p - freq) <= 4 * np.sqrt(p * (1 - p) / draws)
+    assert p > 0.5  # a has the lower mean: a is the likely winner
+    # deterministic limit and broadcasting
+    got = prob_better(np.array([[0.1], [0.3]]), 0.0, np.array([0.1, 0.2, 0.4]), 0.0)
+    np.testing.assert_array_equal(np.asarray(got), [[1, 1, 1], [0, 0, 1]])
+    # inside jit an invalid pair gives 0, not NaN
+    bad = jax.jit(prob_better)(jnp.array([jnp.nan, 0.0]), jnp.array([0.1, -1.0]), 0.5, 0.1)
+    np.testing.assert_array_equal(np.asarray(bad), [0.0, 0.0])
+
+
+# ----------------------------------------------------------------------------
+# windowed uncertainty
+
+
+def test_window_std_and_delta_match_reference(rng):
+    losses = rng.normal(size=(9, 15))
+    losses[2, 4] = np.nan
+    losses[3, 13] = np.inf
+    epochs = np.array([0, 1, 2, 5, 10, 11, 14, 15, 3])
+    for window, ddof in ((10, 1), (4, 0)):
+        got = np.asarray(window_std(losses, epochs, window, ddof=ddof))
+        np.testing.assert_allclose(got, ref_window_std(losses, epochs, window, ddof), atol=1e-13)
+        if window == 4:
+            continue  # the delta kinds are checked at the default window
+        now = ref_window_std(losses, epochs, window, ddof)
+        prev = ref_window_std(losses, np.maximum(epochs - 1, 0), window, ddof)
+        ok = (
+            ref_window_count_ok(losses, epochs, window, ddof)
+            & ref_window_count_ok(losses, epochs - 1, window, ddof)
+            & (epochs >= 1)
+        )
+        for kind, ref in (("std", prev - now), ("variance", prev**2 - now**2)):
+            got = np.asarray(window_delta_sigma(losses, epochs, window, ddof=ddof, kind=kind))
+            np.testing.assert_allclose(got, np.where(ok, ref, 0.0), atol=1e-13)
+
+
+# ----------------------------------------------------------------------------
+# bad inputs
+
+
+def test_bad_inputs_raise_with_argument_names():
+    mu, sigma = np.array([0.1, 0.2, 0.3]), np.array([0.1, 0.1, 0.1])
+    with pytest.raises(ValueError, match="mu and sigma"):
+        prob_best(mu, sigma[:2])
+    with pytest.raises(ValueError, match="mu"):
+        prob_best(mu.reshape(1, 3), sigma.reshape(1, 3))
+    with pytest.raises(ValueError, match="at least one"):
+        prob_best(np.zeros(0), np.zeros(0))
+    with pytest.raises(ValueError, match=r"mu\[1\]"):
+        prob_best(np.array([0.1, np.nan, 0.3]), sigma)
+    with pytest.raises(ValueError, match=r"sigma\[2\]"):
+        confidence_curve(mu, np.array([0.1, 0.1, 0.0]))
+    with pytest.raises(ValueError, match="sigma"):
+        keep_count(mu, np.array([0.1, -0.1, 0.1]), 0.01, 1.0)
+    with pytest.raises(TypeError, match="mask"):
+        prob_best(mu, sigma, np.array([1, 0, 1]))
+    with pytest.raises(ValueError, match="mask"):
+        prob_best(mu, sigma, np.array([True, False]))
+    with pytest.raises(TypeError, match="mu"):
+        prob_best(mu + 1j, sigma)
+    with pytest.raises(ValueError, match="rule"):
+        keep_count(mu, sigma, 0.01, 1.0, rule="median")
+    with pytest.raises(ValueError, match="delta_sigma"):
+        keep_count(mu, sigma, np.array([0.01, 0.01]), 1.0)
+    with pytest.raises(ValueError, match="delta_sigma"):
+        zeta(mu, sigma, np.array([0.01, np.nan, 0.0]))
+    with pytest.raises(ValueError, match="round_budget"):
+        keep_count(mu, sigma, 0.01, -1.0)
+    with pytest.raises(ValueError, match="round_budget"):
+        keep_count(mu, sigma, 0.01, np.ones(3))
+    with pytest.raises(ValueError, match="sigma_b"):
+        prob_better(0.1, 0.1, 0.2, -0.1)
+    with pytest.raises(ValueError, match="broadcast"):
+        prob_better(np.zeros(2), 0.1, np.zeros(3), 0.1)
+    with pytest.raises(ValueError, match="mu"):
+        prob_best_batch(mu, sigma)
+    losses = np.ones((3, 5))
+    with pytest.raises(ValueError, match="epochs"):
+        window_std(losses, np.array([1, 6, 2]))
+    with pytest.raises(TypeError, match="epochs"):
+        window_std(losses, np.array([1.0, 2.0, 2.0]))
+    with pytest.raises(ValueError, match="losses"):
+        window_std(np.ones(5), np.array([1]))
+    with pytest.raises(ValueError, match="window"):
+        window_std(losses, np.array([1, 2, 2]), window=0)
+    with pytest.raises(ValueError, match="ddof"):
+        window_std(losses, np.array([1, 2, 2]), window=3, ddof=3)
+    with pytest.raises(ValueError, match="kind"):
+        window_delta_sigma(losses, np.array([1, 2, 2]), kind="range")
+
+
+def test_invalid_values_inside_jit_are_masked_and_reported():
+    mu = np.array([0.1, np.nan, 0.2, 0.15, 0.3, 0.12])
+    sigma = np.array([0.05, 0.05, 0.0, 0.02, 0.04, 0.03])
+    delta = np.array([0.01, 0.01, 0.01, np.inf, 0.01, 0.0])
+    used = np.array([True, False, False, True, True, True])
+    np.testing.assert_array_equal(np.asarray(effective_mask(mu, sigma)), used)
+    mu4, sigma4, delta4 = (np.tile(a, (4, 1)) for a in (mu, sigma, delta))
+    batch = keep_count_vmapped(mu4, sigma4, delta4, 5.0, np.ones((4, 6), bool))
+    res = jax.tree.map(lambda f: f[0], batch)
+    ref = keep_count(
+        np.where(used, mu, 0.0),
+        np.where(used, sigma, 1.0),
+        np.where(np.isfinite(delta), delta, 0.0),  # a non-finite delta counts as 0
+        5.0,
+        used,
+    )
+    for a, b in zip(res[:-3], ref[:-3]):  # all but the status counts
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=1e-15)
+    assert int(res.num_invalid) == 2 and int(res.num_valid) == 4 and int(res.num_bad_delta) == 1
+    assert np.all(np.isfinite(np.asarray(res.curve))) and np.all(np.isfinite(np.asarray(res.gain)))
+    assert not np.asarray(res.keep)[~used].any()
+    np.testing.assert_array_equal(np.asarray(res.order)[4:], [1, 2])
+    sd = jax.jit(window_std)(jnp.ones((9, 15)), jnp.array([99, -3, 0, 1, 2, 3, 4, 5, 6]))
+    np.testing.assert_array_equal(np.asarray(sd), 0.0)  # epochs clipped, not an error
