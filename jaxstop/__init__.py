@@ -4,6 +4,7 @@ Modules:
     gp: GP surrogate (masked posterior, ML-II fit), batched by ``vmap``.
     confidence: Gaussian-max integrals for UQ-guided halving (prob. of best, keep rule).
     bos: Bayesian optimal stopping (learning-curve GP, Monte Carlo backward induction).
+    regret: automatic termination from GP regret bounds, baselines, trace replay.
     policies: the functional ask/tell facade and the policies built on it.
     sim: simulation studies against tables of real learning curves.
     data: a small embedded sample of real HPO data for demos.
@@ -14,10 +15,11 @@ from jaxstop import confidence as confidence
 from jaxstop import data as data
 from jaxstop import gp as gp
 from jaxstop import policies as policies
+from jaxstop import regret as regret
 from jaxstop import sim as sim
 from jaxstop._io import load as load
 from jaxstop._io import save as save
 
 __version__ = "0.1.0"
 
-__all__ = ["bos", "confidence", "data", "gp", "policies", "sim", "save", "load", "__version__"]
+__all__ = ["bos", "confidence", "data", "gp", "policies", "regret", "sim", "save", "load", "__version__"]

@@ -1,0 +1,605 @@
+"""Tests of jaxstop.regret (Makarova et al., 2022).
+
+Oracles: a dense float64 NumPy GP written here (Eq. 1) evaluated with the same
+hyperparameters (Eq. 8 directly); Optuna 5.0's terminator formulas re-derived in NumPy
+(optuna/terminator/improvement/evaluator.py: ``_get_beta``,
+``_compute_standardized_regret_bound``, ``RegretBoundEvaluator._get_top_n`` / ``evaluate``;
+optuna/_gp/gp.py: ``GPRegressor.kernel`` / ``posterior``; optuna/_gp/acqf.py: ``UCB`` /
+``LCB``; optuna/terminator/erroreval.py: ``CrossValidationErrorEvaluator``); closed forms
+of beta, EI, PI and the Nadeau-Bengio threshold (scipy quadrature, asymptotic series);
+the authors' released stopping rules (bo-early-stopping ``src/stop_methods.py``) replayed
+on all 5,320 published stopping iterations; and a Python loop of ``fit_regret_bound``
+against the scanned and the vmapped replay.
+"""
+
+import importlib.util
+import math
+from pathlib import Path
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import scipy.integrate
+import scipy.stats
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from jaxstop import gp, regret
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+# ------------------------------------------------------------------ NumPy oracles
+def np_matern52(X1, X2, amp, ls):
+    A = X1[:, None, :] / ls - X2[None, :, :] / ls
+    r = np.sqrt(np.sum(A * A, axis=-1))
+    return amp * (1 + math.sqrt(5) * r + 5.0 / 3.0 * r * r) * np.exp(-math.sqrt(5) * r)
+
+
+def np_posterior(X, y, amp, ls, noise, mean):
+    """Dense float64 GP (Rasmussen & Williams Eq. 2.25-2.26): returns a predict function."""
+    K = np_matern52(X, X, amp, ls) + noise * np.eye(len(X))
+    L = np.linalg.cholesky(K)
+    alpha = np.linalg.solve(L.T, np.linalg.solve(L, y - mean))
+
+    def predict(Xq):
+        Ks = np_matern52(Xq, X, amp, ls)
+        v = np.linalg.solve(L, Ks.T)
+        return mean + Ks @ alpha, np.maximum(amp - np.sum(v * v, axis=0), 0)
+
+    return predict
+
+
+def np_eq8(predict, X_eval, cand, beta):
+    """Eq. (8): min over G_t of ucb minus min over candidates and G_t of lcb."""
+    me, ve = predict(X_eval)
+    mc, vc = predict(cand)
+    sb = math.sqrt(beta)
+    ucb_min = np.min(me + sb * np.sqrt(ve))
+    lcb_min = min(np.min(mc - sb * np.sqrt(vc)), np.min(me - sb * np.sqrt(ve)))
+    return ucb_min - lcb_min, ucb_min, lcb_min
+
+
+def study(rng, n, d, noise=0.05):
+    X = rng.uniform(size=(n, d))
+    y = np.sum((X - 0.3) ** 2, axis=1) + 0.3 * np.sin(5 * X[:, 0]) + noise * rng.normal(size=n)
+    return X, y
+
+
+@pytest.fixture(scope="module")
+def datasets():
+    spec = importlib.util.spec_from_file_location("_jaxstop_bench_datasets", REPO / "benchmarks" / "datasets.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# -------------------------------------------------------------------------- beta
+def test_beta_closed_form():
+    t = np.array([1.0, 20.0, 100.0, 200.0])
+    got = regret.beta(jnp.asarray(t), 9.0, delta=0.05, scale=0.3)
+    want = 0.3 * 2 * np.log(9 * t**2 * np.pi**2 / (6 * 0.05))
+    np.testing.assert_allclose(np.asarray(got), want, rtol=1e-13)
+    # Optuna's _get_beta: 2 log(n_params n_trials^2 pi^2 / 6 / delta) / 5
+    assert float(regret.beta(50.0, 3.0)) == pytest.approx(2 * np.log(3 * 50**2 * np.pi**2 / 6 / 0.1) / 5, rel=1e-13)
+
+
+def test_beta_dtype_and_errors():
+    assert regret.beta(jnp.float32(10.0), jnp.float32(3.0)).dtype == jnp.float32
+    assert regret.beta(10.0, 3.0).dtype == jnp.float64
+    with pytest.raises(ValueError, match="delta"):
+        regret.beta(10.0, 3.0, delta=0.0)
+    with pytest.raises(ValueError, match="scale"):
+        regret.beta(10.0, 3.0, scale=-1.0)
+    with pytest.raises(ValueError, match="t must be"):
+        regret.beta(0.0, 3.0)
+
+
+# ------------------------------------------------------------- top set / threshold
+@settings(max_examples=25, deadline=None)
+@given(st.sampled_from([1, 20]), st.sampled_from([0.2, 0.5, 0.7]), st.floats(0.0, 1.0), st.integers(0, 10**6))
+def test_top_mask_matches_numpy(min_points, fraction, density, seed):
+    rng = np.random.default_rng(seed)
+    n = 40
+    y = rng.integers(0, 8, size=n).astype(float)  # many ties
+    mask = rng.uniform(size=n) < density  # 0 to 40 real entries
+    real = np.nonzero(mask)[0]
+    top = min(len(real), max(min_points, int(len(real) * fraction)))
+    chosen = real[np.argsort(y[real], kind="stable")[:top]]
+    want = np.zeros(n, bool)
+    want[chosen] = True
+    got = regret.top_mask(jnp.asarray(y), jnp.asarray(mask), fraction=fraction, min_points=min_points)
+    np.testing.assert_array_equal(np.asarray(got), want)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.sampled_from([2, 10]), st.sampled_from([0, 1]), st.integers(0, 10**6))
+def test_cv_threshold_matches_numpy(k, ddof, seed):
+    rng = np.random.default_rng(seed)
+    s = rng.normal(size=(4, k))
+    fm = np.ones((4, k), bool)
+    fm[1, 0] = False
+    fm[2, : max(0, k - 2)] = False  # two real folds left
+    # under jit the mask is traced: entries with too few folds give 0 instead of raising
+    f = jax.jit(regret.cv_threshold, static_argnames=("ddof", "test_train_ratio"))
+    got = f(jnp.asarray(s), jnp.asarray(fm), ddof=ddof)
+    for i in range(4):
+        x = s[i][fm[i]]
+        kk = len(x)
+        if kk < 2:
+            assert float(got[i]) == 0.0
+            continue
+        want = math.sqrt((1 / kk + 1 / (kk - 1)) * np.var(x, ddof=ddof))
+        assert float(got[i]) == pytest.approx(want, rel=1e-12)
+    r = regret.cv_threshold(jnp.asarray(s[0]), test_train_ratio=0.25, ddof=ddof)
+    assert float(r) == pytest.approx(math.sqrt((1 / k + 0.25) * np.var(s[0], ddof=ddof)), rel=1e-12)
+
+
+def test_cv_threshold_nadeau_bengio_ten_folds():
+    # 10-fold CV: Var f ~ (1/10 + 1/9) s^2 = 0.2111 s^2 (the paper's 0.21), Eq. (9).
+    s = np.linspace(0.1, 0.2, 10)
+    got = float(regret.cv_threshold(jnp.asarray(s)))
+    assert got == pytest.approx(math.sqrt(0.2111111111111111 * np.var(s, ddof=1)), rel=1e-12)
+
+
+def test_cv_threshold_bad_inputs():
+    with pytest.raises(ValueError, match="at least 2 folds"):
+        regret.cv_threshold(jnp.ones((5, 1)))
+    with pytest.raises(ValueError, match="fold_scores has 1 non-finite"):
+        regret.cv_threshold(jnp.array([0.1, jnp.nan, 0.3]))
+    with pytest.raises(ValueError, match="at least 2 real folds"):
+        regret.cv_threshold(jnp.array([0.1, 0.2, 0.3]), jnp.array([True, False, False]))
+    with pytest.raises(ValueError, match="ddof"):
+        regret.cv_threshold(jnp.ones(3), ddof=2)
+    # documented masking: a NaN fold that is masked out is ignored
+    got = regret.cv_threshold(jnp.array([0.1, jnp.nan, 0.3]), jnp.array([True, False, True]))
+    assert float(got) == pytest.approx(math.sqrt((1 / 2 + 1) * np.var([0.1, 0.3], ddof=1)), rel=1e-12)
+    # inside jit the degenerate case is a threshold of 0 (never stops), not NaN
+    f = jax.jit(lambda s, m: regret.cv_threshold(s, m))
+    assert float(f(jnp.array([0.1, 0.2, 0.3]), jnp.array([True, False, False]))) == 0.0
+
+
+# ------------------------------------------------------------------- EI and PI
+def _prior_post(amp=1.0):
+    return gp.posterior(gp.params(amp, [0.2], 1e-2), jnp.zeros((0, 1)), jnp.zeros(0))
+
+
+def test_ei_pi_against_quadrature_and_tail_series():
+    post = _prior_post(amp=4.0)  # mu = 0, sigma = 2 everywhere
+    X = jnp.array([[0.5]])
+    for best in (-3.0, -1.0, 0.0, 0.7, 2.5):
+        ei = float(regret.expected_improvement(post, X, best)[0])
+        want = scipy.integrate.quad(lambda f: (best - f) * scipy.stats.norm.pdf(f, 0, 2), -np.inf, best)[0]
+        assert ei == pytest.approx(want, rel=1e-9, abs=1e-14)
+        pi = float(regret.probability_of_improvement(post, X, best)[0])
+        assert pi == pytest.approx(scipy.stats.norm.cdf(best / 2), rel=1e-12)
+    # far tail (z = best / sigma <= -12): EI = sigma phi(z)/z^2 (1 - 3/z^2 + 15/z^4 - 105/z^6 + 945/z^8)
+    for z in (-12.0, -20.0, -35.0):
+        ei = float(regret.expected_improvement(post, X, 2 * z)[0])
+        series = 1 - 3 / z**2 + 15 / z**4 - 105 / z**6 + 945 / z**8
+        want = 2 * scipy.stats.norm.pdf(z) / z**2 * series
+        assert ei == pytest.approx(want, rel=1e-7)
+        assert ei > 0
+
+
+# -------------------------------------------------------- bound against Eq. (8)
+N_B, D_B, M_B = 60, 3, 2048  # one set of shapes for most bound tests (few compilations)
+
+
+@pytest.fixture(scope="module")
+def problem():
+    rng = np.random.default_rng(11)
+    X, y = study(rng, N_B, D_B)
+    cand = scipy.stats.qmc.Sobol(D_B, scramble=True, seed=1).random(M_B)
+    return X, y, cand
+
+
+def test_regret_bound_matches_dense_float64_eq8(problem, rng):
+    X, y, cand = problem
+    amp, ls, noise, mean = 1.3, np.array([0.3, 0.6, 0.9]), 1e-3, 0.2
+    p = gp.params(amp, ls, noise, mean)
+    post_u = gp.posterior(p, jnp.asarray(X), jnp.asarray(y))
+    beta = float(regret.beta(float(N_B), float(D_B)))
+    rb = regret.regret_bound(post_u, jnp.asarray(X), None, jnp.asarray(cand), beta)
+    predict = np_posterior(X, y, amp, ls, noise, mean)
+    bound, ucb_min, lcb_min = np_eq8(predict, X, cand, beta)
+    assert bool(rb.ok)
+    np.testing.assert_allclose([float(rb.bound), float(rb.ucb_min), float(rb.lcb_min)], [bound, ucb_min, lcb_min],
+                               rtol=1e-9, atol=1e-11)
+    assert float(rb.lcb_min_grid) == float(rb.lcb_min)
+    # padded rows (garbage values, masked out) have no effect
+    Xp = np.concatenate([X, rng.uniform(size=(5, D_B))])
+    yp = np.concatenate([y, 1e3 * np.ones(5)])
+    mask = np.r_[np.ones(N_B, bool), np.zeros(5, bool)]
+    post_p = gp.posterior(p, jnp.asarray(Xp), jnp.asarray(yp), jnp.asarray(mask))
+    rb_p = regret.regret_bound(post_p, jnp.asarray(Xp), jnp.asarray(mask), jnp.asarray(cand), beta)
+    chex.assert_trees_all_close(rb_p._replace(x_ucb=0.0), rb._replace(x_ucb=0.0), rtol=1e-11, atol=1e-12)
+    # confidence_bounds is the same formula
+    lcb, ucb = regret.confidence_bounds(post_u, jnp.asarray(cand), beta)
+    m, v = predict(cand)
+    np.testing.assert_allclose(np.asarray(lcb), m - np.sqrt(beta * v), rtol=1e-9, atol=1e-11)
+    np.testing.assert_allclose(np.asarray(ucb), m + np.sqrt(beta * v), rtol=1e-9, atol=1e-11)
+    # jit of the public function equals the eager call
+    jitted = jax.jit(lambda post, c: regret.regret_bound(post, post.X, None, c, beta))
+    chex.assert_trees_all_close(jitted(post_u, jnp.asarray(cand)), rb, rtol=1e-12)
+    # no recompilation for new values of the same shapes
+    before = regret._regret_bound_jit._cache_size()
+    regret.regret_bound(post_u, jnp.asarray(X) * 0.9, None, jnp.asarray(cand) * 0.5, 3.0)
+    assert regret._regret_bound_jit._cache_size() == before
+    # no real evaluated point: bound +inf (never stops) and ok False, not NaN
+    rb0 = regret.regret_bound(post_u, jnp.asarray(X), jnp.zeros(N_B, bool), jnp.asarray(cand), beta)
+    assert not bool(rb0.ok) and float(rb0.bound) == np.inf
+
+
+def test_regret_bound_float32(problem):
+    X, y, cand = problem
+    p = gp.params(1.0, [0.4, 0.4, 0.4], 1e-3)
+    post64 = gp.posterior(p, jnp.asarray(X), jnp.asarray(y))
+    p32 = jax.tree_util.tree_map(lambda a: a.astype(jnp.float32), p)
+    post32 = gp.posterior(p32, jnp.asarray(X, jnp.float32), jnp.asarray(y, jnp.float32))
+    rb32 = regret.regret_bound(post32, post32.X, None, jnp.asarray(cand, jnp.float32), 2.0)
+    rb64 = regret.regret_bound(post64, post64.X, None, jnp.asarray(cand), 2.0)
+    assert rb32.bound.dtype == rb32.lcb_min.dtype == jnp.float32 and rb64.bound.dtype == jnp.float64
+    assert float(rb32.bound) == pytest.approx(float(rb64.bound), rel=1e-4)
+    lcb, ucb = regret.confidence_bounds(post32, jnp.asarray(cand, jnp.float32), 2.0)
+    assert lcb.dtype == ucb.dtype == jnp.float32
+    assert regret.cv_threshold(jnp.ones((3, 4), jnp.float32)).dtype == jnp.float32
+    assert regret.top_mask(jnp.ones(5, jnp.float32)).dtype == jnp.bool_
+
+
+def test_regret_bound_bad_inputs(problem):
+    X, y, cand = problem
+    post = gp.posterior(gp.params(1.0, [0.4, 0.4, 0.4], 1e-3), jnp.asarray(X), jnp.asarray(y))
+    with pytest.raises(ValueError, match="candidates must have 3 columns"):
+        regret.regret_bound(post, post.X, None, jnp.zeros((4, 2)), 1.0)
+    with pytest.raises(ValueError, match="key is required"):
+        regret.regret_bound(post, post.X, None, 100, 1.0)
+    with pytest.raises(ValueError, match="eval_mask must have shape"):
+        regret.regret_bound(post, post.X, jnp.ones(3, bool), jnp.asarray(cand), 1.0)
+    with pytest.raises(TypeError, match="posterior must be"):
+        regret.regret_bound(X, post.X, None, jnp.asarray(cand), 1.0)
+    with pytest.raises(ValueError, match="candidates must lie in the unit cube"):
+        regret.regret_bound(post, post.X, None, jnp.asarray(cand) + 1.0, 1.0)
+    with pytest.raises(ValueError, match="beta must be >= 0"):
+        regret.regret_bound(post, post.X, None, jnp.asarray(cand), -1.0)
+
+
+# ----------------------------------------------------- Optuna's conventions
+def optuna_regret_bound(X, values, inv_sq_ls, kernel_scale, noise_var, samples):
+    """Optuna 5.0 RegretBoundEvaluator.evaluate for a minimised study, re-derived in NumPy
+    with given kernel parameters (instead of its own fit)."""
+    n, d = X.shape
+    vals = -values  # _gp assumes maximisation
+    top_n = int(np.clip(int(n * 0.5), 20, n))
+    top_val = np.partition(vals, n - top_n)[n - top_n]
+    sel = vals >= top_val
+    Xt, yt = X[sel], vals[sel]
+    y_std = max(1e-10, yt.std())
+    Y = (yt - yt.mean()) / y_std
+    ls = 1 / np.sqrt(inv_sq_ls)
+    K = np_matern52(Xt, Xt, kernel_scale, ls) + noise_var * np.eye(len(Xt))
+    L = np.linalg.cholesky(K)
+    a = np.linalg.solve(L.T, np.linalg.solve(L, Y))
+
+    def post(x):
+        ks = np_matern52(x, Xt, kernel_scale, ls)
+        v = np.linalg.solve(L, ks.T)
+        return ks @ a, np.maximum(kernel_scale - np.sum(v * v, axis=0), 0)
+
+    beta = 2 * np.log(d * len(Xt) ** 2 * np.pi**2 / 6 / 0.1) / 5
+    m_t, v_t = post(Xt)
+    m_s, v_s = post(samples)
+    ucb_max = max(np.max(m_t + np.sqrt(beta * v_t)), np.max(m_s + np.sqrt(beta * v_s)))
+    lcb_max = np.max(m_t - np.sqrt(beta * v_t))
+    return (ucb_max - lcb_max) * y_std, sel
+
+
+def test_optuna_conventions(problem, rng):
+    X, y, samples = problem  # samples: a scrambled Sobol sequence of 2,048 points, as Optuna draws
+    inv_sq_ls = np.array([4.0, 1.5, 0.8])
+    kernel_scale, noise_var = 1.7, 3e-3
+    want, sel = optuna_regret_bound(X, y, inv_sq_ls, kernel_scale, noise_var, samples)
+    top = regret.top_mask(jnp.asarray(y))  # no ties here: Optuna's >= selection is the same set
+    np.testing.assert_array_equal(np.asarray(top), sel)
+    z, mean, std = gp.standardize(jnp.asarray(y), top)
+    p = gp.params(kernel_scale, 1 / np.sqrt(inv_sq_ls), noise_var, 0.0)  # zero mean, like Optuna
+    post = gp.posterior(p, jnp.asarray(X), z, top)
+    b = regret.beta(float(top.sum()), float(D_B))  # (dimension, number of top points)
+    rb = regret.regret_bound(post, post.X, top, jnp.asarray(samples), b, refine_steps=0)
+    assert float(rb.bound * std) == pytest.approx(want, rel=1e-8)
+    # CrossValidationErrorEvaluator: sqrt((1/k + 1/(k-1)) np.var(scores)), ddof 0
+    scores = rng.normal(size=5)
+    assert float(regret.cv_threshold(jnp.asarray(scores), ddof=0)) == pytest.approx(
+        math.sqrt((1 / 5 + 1 / 4) * np.var(scores)), rel=1e-12)
+
+
+# ------------------------------------------------------------------- refinement
+M_R = 256
+
+
+@pytest.fixture(scope="module")
+def post9():
+    rng = np.random.default_rng(7)
+    X, y = study(rng, 100, 9)
+    z = (y - y.mean()) / y.std()
+    p = gp.params(1.0, np.full(9, 0.6), 1e-3)
+    return gp.posterior(p, jnp.asarray(X), jnp.asarray(z)), X, z
+
+
+def test_refinement_lowers_lcb_in_9d(post9):
+    post, X, z = post9
+    cand = jax.random.uniform(jax.random.key(3), (M_R, 9), jnp.float64)
+    beta = float(regret.beta(100.0, 9.0))
+    grid = regret.regret_bound(post, post.X, None, cand, beta)
+    ref = regret.regret_bound(post, post.X, None, cand, beta, refine_steps=30)
+    assert float(ref.lcb_min_grid) == float(grid.lcb_min)
+    assert float(ref.lcb_min) < float(grid.lcb_min) - 0.05  # a real improvement, not rounding
+    assert float(ref.bound) > float(grid.bound)
+    # the refined minimum is a real LCB value at a point of the cube (dense oracle)
+    x = np.asarray(ref.x_lcb)
+    assert np.all((x >= 0) & (x <= 1))
+    m, v = np_posterior(X, z, 1.0, np.full(9, 0.6), 1e-3, 0.0)(x[None, :])
+    assert float(ref.lcb_min) == pytest.approx(m[0] - math.sqrt(beta * v[0]), rel=1e-8, abs=1e-10)
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.integers(0, 10**6), st.floats(0.1, 6.0))
+def test_refinement_never_raises_lcb_min(post9, seed, beta):
+    post, _, _ = post9
+    cand = jax.random.uniform(jax.random.key(seed), (M_R, 9), jnp.float64)
+    grid = regret.regret_bound(post, post.X, None, cand, beta)
+    ref = regret.regret_bound(post, post.X, None, cand, beta, refine_steps=30)
+    assert float(ref.lcb_min) <= float(grid.lcb_min)
+    assert float(ref.ucb_min) == float(grid.ucb_min)
+
+
+def test_padded_dimensions_stay_at_zero(post9):
+    _, X, z = post9
+    Xp = np.concatenate([X[:, :4], np.zeros((100, 5))], axis=1)
+    dm = np.r_[np.ones(4, bool), np.zeros(5, bool)]
+    post_p = gp.posterior(gp.params(1.0, np.full(9, 0.6), 1e-3), jnp.asarray(Xp), jnp.asarray(z))
+    key = jax.random.key(0)
+    rb = regret.regret_bound(post_p, post_p.X, None, M_R, 1.5, key=key, refine_steps=30, dim_mask=jnp.asarray(dm))
+    assert np.all(np.asarray(rb.x_lcb)[4:] == 0)
+    # the same bound as the 4-D problem with the same candidates
+    post4 = gp.posterior(gp.params(1.0, np.full(4, 0.6), 1e-3), jnp.asarray(X[:, :4]), jnp.asarray(z))
+    cand = jax.random.uniform(key, (M_R, 9), jnp.float64)[:, :4]
+    rb4 = regret.regret_bound(post4, post4.X, None, cand, 1.5, refine_steps=30)
+    assert float(rb.bound) == pytest.approx(float(rb4.bound), rel=1e-9)
+
+
+# ------------------------------------------------------------ stopping rules
+def authors_conv(vals, k):
+    """get_stop_info_conv of the authors' src/stop_methods.py over rows 20..T-1:
+    returns (stop row, whether the count reached k)."""
+    best, count, stop = np.inf, 0, len(vals) - 1
+    for it in range(20, len(vals)):
+        if vals[it] < best:
+            best, count = vals[it], 0
+        else:
+            count += 1
+        stop = it
+        if count == k:
+            return stop, True
+    return stop, False
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 10**6), st.integers(1, 15))
+def test_convergence_stop_matches_authors_loop(seed, k):
+    rng = np.random.default_rng(seed)
+    steps = rng.uniform(size=60) < 0.15
+    best = 10.0 - np.cumsum(steps * rng.uniform(size=60))
+    stop, fired = regret.convergence_stop(jnp.asarray(best), k, start=20)
+    assert (int(stop), bool(fired)) == authors_conv(best, k)
+    stops, _ = regret.convergence_stop(jnp.asarray(best), jnp.array([k, k + 3]), start=20)
+    assert int(stops[1]) == authors_conv(best, k + 3)[0]
+
+
+def test_stop_rules_reproduce_all_published_stops(datasets):
+    """All 5,320 stopping iterations of result_identity_cv_top0.5.csv from the authors'
+    bound traces, recorded EI / PI and the rules of their stop_methods.py."""
+    tr = datasets.load_bo_cv()
+    rg = datasets.load_authors_regrets()
+    rs = datasets.load_authors_results()
+    T, N = tr.values.shape
+    best = np.full((T, N), np.inf)
+    best[:, 1:] = np.minimum.accumulate(tr.values, axis=1)[:, :-1]  # row i: min of the first i
+    bound = np.where(rg.mask, rg.regret_bound, np.inf)
+    thr = np.where(rg.mask, rg.incumbent_std, 0.0)
+    s = jax.vmap(lambda b, t, bs, e, p: regret.stop_iterations(
+        b, t, bs, jnp.arange(N), ei=e, pi=p, fixed_threshold=True, ours_scales=(1.0, 0.5 / 0.21, 1.0 / 0.21),
+        conv_patience=(10, 30, 50, 70, 90), ei_thresholds=(1e-8, 1e-12, 1e-16), pi_thresholds=(1e-4, 1e-8, 1e-12),
+        conv_rtol=1e-12))(bound, thr, best, tr.ei, tr.pi)
+    col = {"Ours_0.21": ("ours", 0), "Ours_0.5": ("ours", 1), "Ours_1.0": ("ours", 2)}
+    col.update({f"Conv_{k}": ("conv", j) for j, k in enumerate((10, 30, 50, 70, 90))})
+    col.update({f"EI_{t}": ("ei", j) for j, t in enumerate(("1e-08", "1e-12", "1e-16"))})
+    col.update({f"PI_{t}": ("pi", j) for j, t in enumerate(("0.0001", "1e-08", "1e-12"))})
+    index = {(a, d, int(sd)): t for t, (a, d, sd) in enumerate(zip(tr.algo, tr.dataset, tr.seed))}
+    stops = {g: np.asarray(getattr(s, g)) for g in ("ours", "conv", "ei", "pi")}
+    got = np.array([stops[col[m][0]][index[(a, d, int(sd))], col[m][1]]
+                    for a, d, sd, m in zip(rs.algo, rs.dataset, rs.seed, rs.method)])
+    np.testing.assert_array_equal(got, rs.stop_iter)
+    # RTC and RYC of the published table from those stops (Eq. 11-12)
+    test_inc = rg.incumbent_test_metric
+    rows = np.array([index[(a, d, int(sd))] for a, d, sd in zip(rs.algo, rs.dataset, rs.seed)])
+    np.testing.assert_allclose(np.asarray(regret.rtc(199, got)), rs.rel_iter, atol=1e-12)
+    np.testing.assert_allclose(np.asarray(regret.ryc(test_inc[rows, -1], test_inc[rows, got])), rs.rel_test, atol=1e-12)
+
+
+def test_stop_iterations_bad_inputs():
+    n = jnp.arange(1, 31)
+    with pytest.raises(ValueError, match="threshold must have shape"):
+        regret.stop_iterations(jnp.ones(30), jnp.ones(29), jnp.ones(30), n)
+    with pytest.raises(ValueError, match="num_evaluations must be ints"):
+        regret.stop_iterations(jnp.ones(30), jnp.ones(30), jnp.ones(30), jnp.ones(30))
+    with pytest.raises(ValueError, match="conv_patience"):
+        regret.stop_iterations(jnp.ones(30), jnp.ones(30), jnp.ones(30), n, conv_patience=(0,))
+
+
+def test_ryc_rtc():
+    assert float(regret.ryc(0.3, 0.2)) == pytest.approx(1 / 3)
+    assert float(regret.ryc(0.2, 0.3)) == pytest.approx(-1 / 3)
+    assert float(regret.rtc(199, 20)) == pytest.approx(179 / 199)
+
+
+# ------------------------------------------------------------------- replay
+T_R, D_R, K_R = 30, 2, 5
+PAPER = regret.CONVENTIONS["paper"]
+REPLAY_KW = dict(min_points=10, min_evaluations=20, candidates=128, num_segments=1)
+
+
+def _trace(seed):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(size=(T_R, D_R))
+    folds = (np.sum((X - 0.4) ** 2, axis=1) + 0.1 * np.sin(7 * X[:, 1]))[:, None] + 0.05 * rng.normal(size=(T_R, K_R))
+    return X, folds.mean(axis=1), folds
+
+
+def _loop_replay(key, X, values, folds, fold_mask):
+    """The replay as a user would write it: a Python loop of fit_regret_bound calls."""
+    bound, ucb, lcb, ei, pi, ntop, ok = [], [], [], [], [], [], []
+    params = None
+    first_passes = -(-30 // 6)  # first_fit_steps / fit_steps
+    for t in range(19, T_R):
+        avail = jnp.arange(T_R) < t + 1
+        for _ in range(first_passes if t == 19 else 1):
+            fb = regret.fit_regret_bound(jax.random.fold_in(key, t), X, values, avail, init=params, fraction=0.5,
+                                         min_points=10, candidates=128, beta_t="evaluations",
+                                         refine_steps=PAPER["refine_steps"], fit_steps=6)
+            params = fb.params
+        bound.append(float(fb.bound.bound))
+        ucb.append(float(fb.bound.ucb_min))
+        lcb.append(float(fb.bound.lcb_min))
+        ei.append(float(fb.ei_max))
+        pi.append(float(fb.pi_max))
+        ntop.append(int(fb.num_top))
+        ok.append(bool(fb.bound.ok))
+    # incumbent threshold of every row, ddof 1 (NumPy)
+    thr = []
+    for t in range(T_R):
+        i = int(np.argmin(values[: t + 1]))
+        x = folds[i][fold_mask[i]]
+        thr.append(math.sqrt((1 / len(x) + 1 / (len(x) - 1)) * np.var(x, ddof=1)))
+    return dict(bound=bound, ucb=ucb, lcb=lcb, ei=ei, pi=pi, ntop=ntop, ok=ok, thr=np.array(thr), params=params)
+
+
+def test_replay_loop_scan_vmap_and_padding():
+    key = jax.random.key(5)
+    X, values, folds = _trace(0)
+    fold_mask = np.ones((T_R, K_R), bool)
+    folds[3, 2] = np.nan  # masked NaN fold: documented masking
+    fold_mask[3, 2] = False
+    values[3] = folds[3][fold_mask[3]].mean()
+    res = regret.replay(jnp.asarray(X), jnp.asarray(values), jnp.asarray(folds), key=key,
+                        fold_mask=jnp.asarray(fold_mask), **REPLAY_KW)
+    loop = _loop_replay(key, jnp.asarray(X), jnp.asarray(values), folds, fold_mask)
+    rows = slice(19, T_R)
+    assert np.all(np.asarray(res.computed)[rows]) and not np.any(np.asarray(res.computed)[:19])
+    np.testing.assert_allclose(np.asarray(res.bound)[rows], loop["bound"], rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(res.ucb_min)[rows], loop["ucb"], rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(np.asarray(res.lcb_min)[rows], loop["lcb"], rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(np.asarray(res.ei)[rows], loop["ei"], rtol=1e-5, atol=1e-12)
+    np.testing.assert_allclose(np.asarray(res.pi)[rows], loop["pi"], rtol=1e-5, atol=1e-12)
+    np.testing.assert_array_equal(np.asarray(res.num_fitted)[rows], loop["ntop"])
+    np.testing.assert_array_equal(np.asarray(res.ok)[rows], loop["ok"])
+    np.testing.assert_allclose(np.asarray(res.threshold), loop["thr"], rtol=1e-12)
+    np.testing.assert_array_equal(np.asarray(res.num_evaluations), np.arange(1, T_R + 1))
+    np.testing.assert_array_equal(np.asarray(res.best), np.minimum.accumulate(values))
+    chex.assert_trees_all_close(res.params, loop["params"], rtol=1e-6, atol=1e-8)
+    s = regret.stop_iterations(jnp.asarray(np.r_[np.full(19, np.inf), loop["bound"]]), jnp.asarray(loop["thr"]),
+                               jnp.asarray(np.minimum.accumulate(values)), jnp.arange(1, T_R + 1),
+                               ei=jnp.asarray(np.r_[np.full(19, np.inf), loop["ei"]]),
+                               pi=jnp.asarray(np.r_[np.full(19, np.inf), loop["pi"]]))
+    chex.assert_trees_all_equal(res.stops, s)
+
+    # vmapped over two traces: this one, and its first 24 rows followed by 6 padded rows
+    pad = 24
+    Xb = X.copy()
+    Xb[pad:] = 0.5
+    vb = values.copy()
+    vb[pad:] = np.nan  # padded values are ignored
+    fb = folds.copy()
+    fb[pad:] = np.nan
+    masks = np.stack([np.ones(T_R, bool), np.arange(T_R) < pad])
+    fmasks = np.stack([fold_mask, fold_mask & (np.arange(T_R) < pad)[:, None]])
+    batched = jax.vmap(lambda c, v, f, m, fm: regret.replay(c, v, f, key=key, mask=m, fold_mask=fm, **REPLAY_KW))(
+        jnp.asarray(np.stack([X, Xb])), jnp.asarray(np.stack([values, vb])), jnp.asarray(np.stack([folds, fb])),
+        jnp.asarray(masks), jnp.asarray(fmasks))
+    first = jax.tree_util.tree_map(lambda a: a[0], batched)
+    chex.assert_trees_all_close(first, res, rtol=1e-9, atol=1e-12)
+    padded = jax.tree_util.tree_map(lambda a: np.asarray(a[1]), batched)
+    real = slice(19, pad)
+    np.testing.assert_allclose(padded.bound[real], np.asarray(res.bound)[real], rtol=1e-9)
+    np.testing.assert_allclose(padded.threshold[:pad], np.asarray(res.threshold)[:pad], rtol=1e-12)
+    assert np.all(np.isinf(padded.bound[pad:])) and not np.any(padded.computed[pad:])
+    # stops of the padded trace: as if the trace had ended after 24 evaluations
+    trunc = regret.stop_iterations(jnp.asarray(np.asarray(res.bound)[:pad]), res.threshold[:pad], res.best[:pad],
+                                   res.num_evaluations[:pad], ei=res.ei[:pad], pi=res.pi[:pad])
+    chex.assert_trees_all_equal(jax.tree_util.tree_map(jnp.asarray, padded.stops), trunc)
+
+    # a second call with new values does not recompile
+    size = regret._replay_jit._cache_size()
+    regret.replay(jnp.asarray(X), jnp.asarray(values) + 0.1, jnp.asarray(folds), key=jax.random.key(9),
+                  fold_mask=jnp.asarray(fold_mask), **REPLAY_KW)
+    assert regret._replay_jit._cache_size() == size
+
+
+def test_replay_bad_inputs():
+    X, values, folds = _trace(1)
+    key = jax.random.key(0)
+    with pytest.raises(ValueError, match="same number of rows"):
+        regret.replay(X[:-1], values, folds, key=key)
+    with pytest.raises(ValueError, match="at least 2 folds"):
+        regret.replay(X, values, folds[:, :1], key=key)
+    bad = folds.copy()
+    bad[4, 1] = np.nan
+    with pytest.raises(ValueError, match="fold_scores has 1 non-finite"):
+        regret.replay(X, values, bad, key=key)
+    with pytest.raises(ValueError, match="at least 2 real folds"):
+        fm = np.ones(folds.shape, bool)
+        fm[2, 1:] = False
+        regret.replay(X, values, folds, key=key, fold_mask=fm)
+    with pytest.raises(ValueError, match="values has 1 non-finite"):
+        v = values.copy()
+        v[0] = np.nan
+        regret.replay(X, v, folds, key=key)
+    with pytest.raises(ValueError, match="configs must lie in the unit cube"):
+        regret.replay(X + 1, values, folds, key=key)
+    with pytest.raises(ValueError, match="convention"):
+        regret.replay(X, values, folds, key=key, convention="mine")
+    with pytest.raises(TypeError, match="unexpected keyword"):
+        regret.replay(X, values, folds, key=key, refine=3)
+    with pytest.raises(ValueError, match="padded"):
+        regret.replay(X, values, folds, key=key, dim_mask=np.array([True, False]))
+    with pytest.raises(ValueError, match="ei must have shape"):
+        regret.replay(X, values, folds, key=key, ei=np.zeros(3))
+
+
+def test_fit_regret_bound_top_set_and_units(rng):
+    X, y = study(rng, T_R, D_R)
+    key = jax.random.key(1)
+    fb = regret.fit_regret_bound(key, jnp.asarray(X), jnp.asarray(y), jnp.ones(T_R, bool), fraction=0.5,
+                                 min_points=10, candidates=128, beta_t="evaluations",
+                                 refine_steps=PAPER["refine_steps"], fit_steps=6)
+    np.testing.assert_array_equal(np.asarray(fb.top), np.asarray(regret.top_mask(jnp.asarray(y), min_points=10)))
+    assert int(fb.num_top) == 15
+    sel = np.asarray(fb.top)
+    assert float(fb.y_mean) == pytest.approx(y[sel].mean(), rel=1e-12)
+    assert float(fb.y_std) == pytest.approx(y[sel].std(), rel=1e-12)
+    assert float(fb.beta) == pytest.approx(float(regret.beta(float(T_R), float(D_R))), rel=1e-12)
+    # Eq. (8) from the dense oracle with the fitted hyperparameters, mapped back to y's units
+    p = fb.params
+    z = (y[sel] - y[sel].mean()) / y[sel].std()
+    predict = np_posterior(X[sel], z, float(p.amplitude), np.asarray(p.lengthscales), float(p.noise), float(p.mean))
+    me, ve = predict(X[sel])
+    ucb_min = np.min(me + math.sqrt(float(fb.beta)) * np.sqrt(ve))
+    assert float(fb.bound.ucb_min) == pytest.approx(ucb_min * y[sel].std() + y[sel].mean(), rel=1e-8)
+    assert float(fb.bound.bound) == pytest.approx(float(fb.bound.ucb_min - fb.bound.lcb_min), rel=1e-10)
+    assert float(fb.bound.lcb_min) <= float(fb.bound.lcb_min_grid)
+    with pytest.raises(ValueError, match="beta_t"):
+        regret.fit_regret_bound(key, X, y, beta_t="iterations")
+    with pytest.raises(ValueError, match="X and y must have the same number of rows"):
+        regret.fit_regret_bound(key, X, y[:-1])
