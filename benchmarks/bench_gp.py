@@ -69,16 +69,20 @@ def main(argv=None):
     ap.add_argument("--batch", type=int, default=None, help="number of studies in the batch case")
     ap.add_argument("--steps", type=int, default=30, help="L-BFGS steps per fit")
     ap.add_argument("--chunk", type=int, default=50, help="studies per vmapped chunk")
+    ap.add_argument("--dtype", choices=["float32", "float64", "both"], default="both")
+    ap.add_argument("--repeats-batch", type=int, default=None, help="timed calls of the batch case")
     ap.add_argument("--out", default=str(Path(__file__).parent / "out" / "bench_gp.md"))
     args = ap.parse_args(argv)
     batch = args.batch or (20 if args.quick else 1000)
     chunk = min(args.chunk, batch)
     repeats_one, repeats_batch = (3, 1) if args.quick else (7, 3)
+    repeats_batch = args.repeats_batch or repeats_batch
+    dtypes = {"float32": (jnp.float32,), "float64": (jnp.float64,), "both": (jnp.float32, jnp.float64)}[args.dtype]
 
     device = jax.devices()[0]
     machine = f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, {device.platform}: {device.device_kind}"
     rows = []
-    for dtype in (jnp.float32, jnp.float64):
+    for dtype in dtypes:
         X, y, Xq = make_data(jax.random.key(0), batch, dtype)
         single = lambda X, y, Xq: one_study(X, y, Xq, args.steps)  # noqa: E731
         c1, r1, out1 = timed(single, X[0], y[0], Xq[0], repeats=repeats_one)
@@ -96,7 +100,7 @@ def main(argv=None):
     lines = [
         f"### GP: fit ({args.steps} L-BFGS steps) + posterior + predict at {M} points, n = {N}, d = {D}",
         "",
-        f"Machine: {machine}. Command: `python benchmarks/bench_gp.py{' --quick' if args.quick else ''}`"
+        f"Machine: {machine}. Command: `python benchmarks/bench_gp.py {' '.join(sys.argv[1:])}`"
         f" (OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS')}, jax {jax.__version__}).",
         "",
         f"| dtype | 1 study: compile (s) | 1 study: run (ms) | {batch} studies: compile (s) | {batch} studies: run (s) | per study in batch (ms) | fits finite |",
