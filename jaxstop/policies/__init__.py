@@ -5,9 +5,21 @@ from jaxstop.policies._base import Job as Job
 from jaxstop.policies._base import Policy as Policy
 from jaxstop.policies._base import Result as Result
 from jaxstop.policies._base import make_job as make_job
+from jaxstop.policies.halving import Bracket as Bracket
+from jaxstop.policies.halving import HalvingInfo as HalvingInfo
+from jaxstop.policies.halving import HalvingParams as HalvingParams
+from jaxstop.policies.halving import HalvingSchedule as HalvingSchedule
+from jaxstop.policies.halving import HalvingState as HalvingState
+from jaxstop.policies.halving import bohb as bohb
+from jaxstop.policies.halving import halving_schedule as halving_schedule
+from jaxstop.policies.halving import hyperband as hyperband
+from jaxstop.policies.halving import sh as sh
 from jaxstop.policies.random_search import RandomSearchInfo as RandomSearchInfo
 from jaxstop.policies.random_search import RandomSearchState as RandomSearchState
 from jaxstop.policies.random_search import random_search as random_search
+from jaxstop.policies.subsampling import SubsamplingInfo as SubsamplingInfo
+from jaxstop.policies.subsampling import SubsamplingState as SubsamplingState
+from jaxstop.policies.subsampling import subsampling as subsampling
 
 __all__ = [
     "Info",
@@ -18,4 +30,16 @@ __all__ = [
     "RandomSearchInfo",
     "RandomSearchState",
     "random_search",
+    "Bracket",
+    "HalvingInfo",
+    "HalvingParams",
+    "HalvingSchedule",
+    "HalvingState",
+    "bohb",
+    "halving_schedule",
+    "hyperband",
+    "sh",
+    "SubsamplingInfo",
+    "SubsamplingState",
+    "subsampling",
 ]

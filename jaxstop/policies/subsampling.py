@@ -1,0 +1,291 @@
+"""Sub-sampling (SS) and its UQ-guided version SS+ (Liu et al., 2024, Section 3.5).
+
+SS keeps every candidate in play. After an initial round that trains each of
+``num_start`` configurations (drawn uniformly without replacement from the table
+rows) for ``step`` epochs, every round compares each candidate ``c_i`` with the
+*leader* ``c_m`` -- the most-trained candidate, ties to the lower current loss --
+and trains the challengers that win for ``step`` more epochs each (resuming from
+their checkpoints). If none wins, the leader trains alone.
+
+* SS (plain): ``c_i`` wins when its current loss is lower than the leader's,
+  ``mu_i < mu_m`` -- the rule as Liu et al. describe SS ("the candidates it
+  chooses are those that show smaller validation loss than the most trained
+  candidate shows"). The original SS of Huang et al. compares a challenger with
+  a sub-sample of the leader's history; here both versions compare current
+  losses, so that they differ only in the comparison.
+* SS+ (``uq=True``): ``c_i`` wins when
+  ``Pr(l_m >= l_i) = Phi((mu_m - mu_i) / sqrt(sigma_m^2 + sigma_i^2)) >= threshold``
+  (:func:`jaxstop.confidence.prob_better`, ``params.threshold`` = 0.9), with
+  ``mu`` the current loss and ``sigma`` the windowed uncertainty of Eq. (1) as in
+  :mod:`jaxstop.policies.halving`. A pair in which either candidate has fewer
+  than two losses is compared as in SS.
+
+Budget: every job trains ``min(step, max_budget - epochs, budget - spent)``
+epochs; the study terminates when ``budget`` epochs are spent (both versions
+spend exactly ``budget`` unless every candidate becomes complete first). A
+candidate is complete when it reaches ``max_budget`` or its curve ends (a job
+comes back before its budget); complete candidates still compete but do not
+train. When nobody wins and the leader is complete, the trainable candidate with
+the lowest current loss trains (both versions).
+
+Incumbent: the leader, i.e. the lowest loss at the highest budget reached.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.typing import ArrayLike
+
+from jaxstop import _checks, confidence
+from jaxstop.policies._base import Job, Policy, Result, make_job
+from jaxstop.policies.halving import (
+    _check_candidates,
+    _check_window,
+    _default_params,
+    _first,
+    _float_dtype,
+    _push,
+    _rank_key,
+    _sample_rows,
+    _uncertainty,
+    halving_schedule,
+)
+
+__all__ = ["SubsamplingInfo", "SubsamplingState", "subsampling"]
+
+
+class SubsamplingState(NamedTuple):
+    """State of :func:`subsampling` (``n`` candidates, ``W = window + 1`` or 0).
+
+    Attributes:
+        configs: Table row of each candidate, shape (n,) int32.
+        epochs: Epochs trained, shape (n,) int32.
+        complete: Candidates that cannot train further, shape (n,) bool.
+        mu: Current loss (inf before the first result), shape (n,).
+        sigma: Windowed uncertainty (0 with fewer than two losses), shape (n,).
+        recent: Last ``window + 1`` losses, oldest first, shape (n, W).
+        count: Losses reported per candidate, shape (n,) int32.
+        pending: Candidates still to be trained this round, shape (n,) bool.
+        current: Candidate of the outstanding job, int32 ().
+        round: Round index (0 = initial round), int32 ().
+        spent: Epochs charged so far, int32 ().
+        done: Budget spent or nobody can train, bool ().
+    """
+
+    configs: jax.Array
+    epochs: jax.Array
+    complete: jax.Array
+    mu: jax.Array
+    sigma: jax.Array
+    recent: jax.Array
+    count: jax.Array
+    pending: jax.Array
+    current: jax.Array
+    round: jax.Array
+    spent: jax.Array
+    done: jax.Array
+
+
+class SubsamplingInfo(NamedTuple):
+    """What ``tell`` of :func:`subsampling` returns.
+
+    Attributes:
+        terminate: Budget spent or nobody can train, bool ().
+        incumbent: The leader's table row, int32 ().
+        incumbent_value: The leader's current loss, ().
+        round: Round index after this tell, int32 ().
+        chosen: Candidates chosen for a round that starts with this tell (-1 if
+            none starts), int32 ().
+        leader: The leader's candidate index, int32 ().
+    """
+
+    terminate: jax.Array
+    incumbent: jax.Array
+    incumbent_value: jax.Array
+    round: jax.Array
+    chosen: jax.Array
+    leader: jax.Array
+
+
+def _leader(epochs, mu):
+    """Most-trained candidate; ties to the lower loss, then the lower index."""
+    top = epochs == jnp.max(epochs)
+    return jnp.argmin(_rank_key(mu, top)).astype(jnp.int32)
+
+
+def subsampling(
+    num_configs: int,
+    max_budget: int,
+    eta: int = 3,
+    uq: bool = False,
+    *,
+    num_start: int | None = None,
+    budget: int | None = None,
+    step: int | None = None,
+    min_budget: int = 1,
+    window: int = 10,
+    candidates: ArrayLike | None = None,
+    dtype=None,
+) -> Policy:
+    """Sub-sampling (SS) or, with ``uq=True``, SS+ of Liu et al. (2024).
+
+    See the module docstring for the rules. The defaults tie SS to the SH bracket
+    of the same arguments: ``num_start`` candidates as SH's first rung, ``step``
+    = SH's first-rung budget and ``budget`` = SH's total budget, so SS, SS+, SH
+    and SH+ compare at equal budget; ``eta`` and ``min_budget`` only enter
+    through these defaults.
+
+    Args:
+        num_configs: Rows of the candidate table.
+        max_budget: Most epochs a configuration trains.
+        eta: Halving rate of the SH bracket that sets the defaults, an int >= 2.
+        uq: Compare by the probability of Definition 3.4 (SS+).
+        num_start: Candidates kept in play.
+        budget: Total epochs.
+        step: Epochs per job.
+        min_budget: Fewest epochs of SH's first rung (for the defaults).
+        window: Losses in the uncertainty window (``uq=True``).
+        candidates: Optional configuration vectors, shape (num_configs, d).
+        dtype: Floating dtype of losses in the state.
+
+    Returns:
+        A :class:`~jaxstop.policies.Policy` with
+        :class:`~jaxstop.policies.HalvingParams`;
+        ``halving_schedule("subsampling", ...).max_jobs`` bounds its jobs.
+
+    Example:
+        >>> import jax, jax.numpy as jnp
+        >>> from jaxstop import sim
+        >>> from jaxstop.policies.halving import halving_schedule
+        >>> from jaxstop.policies.subsampling import subsampling
+        >>> final = jnp.linspace(0.9, 0.1, 9)
+        >>> table = sim.CurveTable(final[:, None] + 1.0 / jnp.arange(1, 10)[None, :])
+        >>> sched = halving_schedule("subsampling", 9, 9)
+        >>> trace = sim.run(subsampling(9, 9), table, jax.random.key(0), max_jobs=sched.max_jobs)
+        >>> int(trace.incumbent), int(trace.budget) == sched.total_budget
+        (8, True)
+    """
+    sched = halving_schedule("subsampling", num_configs, max_budget, eta, uq,
+                             num_start=num_start, min_budget=min_budget, budget=budget, step=step)
+    window = _check_window(window)
+    fdtype = _float_dtype(dtype)
+    cand = _check_candidates(candidates, num_configs, fdtype, False, "subsampling")
+    uq = bool(uq)
+    n = sched.num_start
+    stp = sched.step
+    total = sched.total_budget
+    width = window + 1 if uq else 0
+    idx = np.arange(n, dtype=np.int32)
+
+    def _init(key, params):
+        cfg = _sample_rows(key, num_configs, n)
+        return SubsamplingState(
+            configs=cfg,
+            epochs=jnp.zeros((n,), jnp.int32),
+            complete=jnp.zeros((n,), bool),
+            mu=jnp.full((n,), jnp.inf, fdtype),
+            sigma=jnp.zeros((n,), fdtype),
+            recent=jnp.full((n, width), jnp.nan, fdtype),
+            count=jnp.zeros((n,), jnp.int32),
+            pending=jnp.ones((n,), bool),
+            current=jnp.zeros((), jnp.int32),
+            round=jnp.zeros((), jnp.int32),
+            spent=jnp.zeros((), jnp.int32),
+            done=jnp.asarray(False),
+        )
+
+    def _ask(key, state: SubsamplingState, params):
+        slot = _first(state.pending)
+        start = state.epochs[slot]
+        active = state.pending[slot] & ~state.done
+        room = jnp.minimum(jnp.minimum(stp, max_budget - start), total - state.spent)
+        budget_ = start + jnp.where(active, jnp.maximum(room, 0), 0)
+        row = state.configs[slot]
+        x = cand[row] if cand is not None else jnp.zeros((0,), fdtype)
+        return make_job(row, x, budget_, start), state._replace(current=slot)
+
+    def _report(state: SubsamplingState, job: Job, epoch, value, params):
+        v = jnp.asarray(value).astype(fdtype)
+        recent, count = _push(state.recent, state.count, state.current, v)
+        return state._replace(recent=recent, count=count), jnp.asarray(False)
+
+    def select(s: SubsamplingState, params):
+        """Candidates of the next round (a non-empty mask unless nobody can train)."""
+        m = _leader(s.epochs, s.mu)
+        trainable = ~s.complete & jnp.isfinite(s.mu)
+        others = trainable & (jnp.asarray(idx) != m)
+        if uq:
+            ok = jnp.isfinite(s.mu)
+            safe_mu = jnp.where(ok, s.mu, jnp.zeros((), fdtype))
+            p = confidence.prob_better(safe_mu, s.sigma, safe_mu[m], s.sigma[m])
+            has = s.count >= 2
+            wins = jnp.where(has & has[m], p >= params.threshold.astype(fdtype), s.mu < s.mu[m])
+        else:
+            wins = s.mu < s.mu[m]
+        beats = others & wins
+        best_other = jnp.argmin(_rank_key(s.mu, trainable))
+        fallback = jnp.where(trainable[m], m, best_other)
+        alone = (jnp.asarray(idx) == fallback) & trainable
+        return jnp.where(jnp.any(beats), beats, alone), m
+
+    def _tell(state: SubsamplingState, job: Job, result: Result, params):
+        s = state
+        slot = s.current
+        active = ~s.done & s.pending[slot]
+        value = jnp.asarray(result.value).astype(fdtype)
+        epoch = jnp.asarray(result.epoch).astype(jnp.int32)
+        budget_ = jnp.asarray(job.budget).astype(jnp.int32)
+        start = jnp.clip(jnp.asarray(job.start).astype(jnp.int32), 0, epoch)
+        ended = (epoch < budget_) | (epoch >= max_budget)
+        upd = lambda new, old: jnp.where(active, new, old)  # noqa: E731
+        s = s._replace(
+            epochs=s.epochs.at[slot].set(upd(epoch, s.epochs[slot])),
+            mu=s.mu.at[slot].set(upd(value, s.mu[slot])),
+            complete=s.complete.at[slot].set(upd(s.complete[slot] | ended, s.complete[slot])),
+            pending=s.pending.at[slot].set(s.pending[slot] & ~active),
+            spent=(s.spent + jnp.where(active, epoch - start, 0)).astype(jnp.int32),
+        )
+        if uq:
+            sigma, _, _ = _uncertainty(s.recent, s.count, window, params)
+            s = s._replace(sigma=sigma)
+        out_of_budget = s.spent >= total
+        round_over = ~jnp.any(s.pending) & ~s.done & ~out_of_budget
+        chosen, _ = select(s, params)
+        starts = round_over & jnp.any(chosen)
+        s = s._replace(
+            pending=jnp.where(starts, chosen, s.pending),
+            round=(s.round + jnp.where(starts, 1, 0)).astype(jnp.int32),
+            done=s.done | out_of_budget | (round_over & ~jnp.any(chosen)),
+        )
+        lead = _leader(s.epochs, s.mu)
+        has_inc = jnp.isfinite(s.mu[lead])
+        info = SubsamplingInfo(
+            terminate=s.done,
+            incumbent=jnp.where(has_inc, s.configs[lead], -1).astype(jnp.int32),
+            incumbent_value=s.mu[lead],
+            round=s.round,
+            chosen=jnp.where(starts, jnp.sum(chosen), -1).astype(jnp.int32),
+            leader=lead,
+        )
+        return s, info
+
+    init_j, ask_j, report_j, tell_j = jax.jit(_init), jax.jit(_ask), jax.jit(_report), jax.jit(_tell)
+    default = lambda: _default_params(fdtype)  # noqa: E731
+
+    def init(key, params=None):
+        return init_j(key, default() if params is None else params)
+
+    def ask(key, state: SubsamplingState, params=None):
+        return ask_j(key, state, default() if params is None else params)
+
+    def report(state: SubsamplingState, job: Job, epoch, value, params=None):
+        return report_j(state, job, epoch, value, default() if params is None else params)
+
+    def tell(state: SubsamplingState, job: Job, result: Result, params=None):
+        return tell_j(state, job, result, default() if params is None else params)
+
+    return Policy(init, ask, report if uq else None, tell, default)
