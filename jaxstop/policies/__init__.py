@@ -5,6 +5,10 @@ from jaxstop.policies._base import Job as Job
 from jaxstop.policies._base import Policy as Policy
 from jaxstop.policies._base import Result as Result
 from jaxstop.policies._base import make_job as make_job
+from jaxstop.policies.auto_termination import AutoTerminationInfo as AutoTerminationInfo
+from jaxstop.policies.auto_termination import AutoTerminationParams as AutoTerminationParams
+from jaxstop.policies.auto_termination import AutoTerminationState as AutoTerminationState
+from jaxstop.policies.auto_termination import auto_termination_bo as auto_termination_bo
 from jaxstop.policies.halving import Bracket as Bracket
 from jaxstop.policies.halving import HalvingInfo as HalvingInfo
 from jaxstop.policies.halving import HalvingParams as HalvingParams
@@ -30,6 +34,10 @@ __all__ = [
     "RandomSearchInfo",
     "RandomSearchState",
     "random_search",
+    "AutoTerminationInfo",
+    "AutoTerminationParams",
+    "AutoTerminationState",
+    "auto_termination_bo",
     "Bracket",
     "HalvingInfo",
     "HalvingParams",

@@ -40,7 +40,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.typing import ArrayLike
 
-from jaxstop import _checks, confidence
+from jaxstop import confidence
 from jaxstop.policies._base import Job, Policy, Result, make_job
 from jaxstop.policies.halving import (
     _check_candidates,

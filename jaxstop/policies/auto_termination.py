@@ -1,0 +1,511 @@
+"""GP-based Bayesian optimisation that stops itself (Makarova et al., 2022).
+
+:func:`auto_termination_bo` is Algorithm 1 of Makarova et al. (2022), *Automatic
+Termination for Hyperparameter Optimization* (AutoML), as an ask/tell policy:
+sequential GP-BO in which, after every evaluation, the upper bound on the simple
+regret of the incumbent (Eq. 8, :func:`jaxstop.regret.fit_regret_bound`) is compared
+with a threshold, and the study terminates once the bound is below it (Eq. 10).
+
+Search space
+------------
+* **table** (``candidates`` given): the configurations are the rows of a finite
+  candidate table (the rows of a :class:`jaxstop.sim.CurveTable`, with their vectors
+  in the unit cube). Each candidate is evaluated at most once; the acquisition is
+  maximised exactly over the rows not yet evaluated, and the domain ``Gamma`` of the
+  bound's LCB minimum is the table itself (no refinement is needed: the minimum over
+  a finite domain is exact).
+* **unit cube** (only ``dim`` given): ``job.config = -1`` and ``job.x`` is a point of
+  ``[0, 1]^dim``. The acquisition is maximised over ``num_candidates`` points drawn
+  by ``ask`` (three quarters uniform, one quarter Gaussian perturbations, sd 0.05,
+  of the incumbent); the bound's LCB minimum is taken over ``num_candidates`` uniform
+  points plus the fitted points and refined by ``refine_steps`` projected-gradient
+  steps (see :func:`jaxstop.regret.regret_bound`). The random points of the bound are
+  drawn from a key the state owns (``tell`` takes no key).
+
+Steps
+-----
+``ask``: the first ``num_init`` jobs are uniform random (unevaluated rows in table
+mode); afterwards the maximiser of expected improvement (``acquisition="ei"``, the
+default, as in the paper's BO, App. A.1.1) or the minimiser of the lower confidence
+bound ``mu - sqrt(beta) sigma`` (``acquisition="ucb"``: GP-UCB of Srinivas et al.
+(2010) for minimisation, with the bound's ``beta``). Every job trains to
+``max_budget`` (``report`` is ``None``). Ties go to the first candidate. If the GP is
+unusable (failed factorisation, non-finite acquisition everywhere) the job is drawn
+at random as in the initial phase.
+
+``tell``: stores the observation in a buffer of capacity ``max_evals`` (non-finite
+losses are stored but masked out, and in table mode the row still counts as
+evaluated), updates the incumbent (lowest loss; ties: the earlier evaluation), and
+calls the bound of :mod:`jaxstop.regret`: top ``max(min_points, floor(fraction * n))``
+evaluations, standardised, GP fitted with ``fit_steps`` quasi-Newton steps
+warm-started from the previous step's hyperparameters, Eq. (8) with ``beta`` of
+(number of dimensions, ``t``) -- ``t`` = number of evaluations (``beta_t=
+"evaluations"``, the paper) or of fitted points (``"fitted"``, Optuna / the
+authors' code). Then::
+
+    criterion = (n >= min_iterations) & (bound < threshold)      # Eq. (10)
+    terminate = criterion | (n >= max_evals) | (table exhausted)
+
+with ``n`` the number of evaluations told. ``max_evals`` is the search budget ``T``.
+
+One GP per step
+---------------
+The acquisition uses the same GP as the bound: the hyperparameters fitted in
+``tell`` (kept in the state) and the same top set. ``ask`` only refactorises it (one
+Cholesky of the top-set size, versus ``fit_steps`` factorisations for the fit), so a
+step costs one GP fit. While ``n <= min_points`` (20 by default) the top set is all
+evaluations, i.e. the paper's BO model; later the model is the local one on the
+best ``fraction`` of the evaluations that the paper recommends for the bound (Sec.
+4.1, Fig. 2) -- a local surrogate in the spirit of TuRBO (Eriksson et al., 2019).
+``fraction=1.0`` fits every evaluation (a global model for both).
+
+Threshold
+---------
+``threshold = params.threshold + params.threshold_scale * s(incumbent)`` where
+``s`` is the cross-validation standard error of Eq. (9)-(10),
+``sqrt((1/k + n_test/n_train) s_cv^2)`` (:func:`jaxstop.regret.cv_threshold`), of
+the incumbent's ``k`` fold scores. The two sources:
+
+* **cross-validation** (``fold_scores`` given, table mode): ``params.fold_scores``
+  holds the fold scores of every table row, shape (num_configs, k) -- a
+  :class:`~jaxstop.sim.CurveTable` has none, so they travel in the params pytree and
+  a simulation study can ``vmap`` over them. ``threshold_scale = 1`` is the paper's
+  ``Ours_0.21`` (Nadeau-Bengio) and ``0.5 / 0.21`` its ``Ours_0.5`` (the convention
+  of :func:`jaxstop.regret.stop_iterations`); ``params.threshold`` defaults to 0.
+* **fixed** (only ``threshold`` given, any mode): a user-set accuracy in loss units
+  (Sec. 3.2, "the user can define the right-hand side"; Optuna's
+  ``StaticErrorEvaluator``). ``params.fold_scores`` then has zero folds.
+
+Both may be given (a CV threshold with a floor). Before the first finite loss there
+is no incumbent and the CV part is 0.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.typing import ArrayLike
+
+from jaxstop import _checks, gp, regret
+from jaxstop.policies._base import Job, Policy, Result, make_job
+
+__all__ = [
+    "AutoTerminationInfo",
+    "AutoTerminationParams",
+    "AutoTerminationState",
+    "auto_termination_bo",
+]
+
+_ACQUISITIONS = ("ei", "ucb")
+_LOCAL_SD = 0.05
+
+
+class AutoTerminationParams(NamedTuple):
+    """Numeric hyperparameters of :func:`auto_termination_bo` (a pytree; vmap over it).
+
+    Attributes:
+        fold_scores: Cross-validation fold scores of every table row, shape
+            (num_configs, k); (num_configs, 0) or (0, 0) without CV.
+        threshold_scale: Multiplier of the CV threshold of Eq. (9)-(10), () (1.0).
+        threshold: Fixed part of the threshold in loss units, () (0 with CV).
+        beta_scale: ``scale`` of :func:`jaxstop.regret.beta`, () (0.2).
+        delta: ``delta`` of :func:`jaxstop.regret.beta`, () (0.1).
+    """
+
+    fold_scores: jax.Array
+    threshold_scale: jax.Array
+    threshold: jax.Array
+    beta_scale: jax.Array
+    delta: jax.Array
+
+
+class AutoTerminationState(NamedTuple):
+    """State of :func:`auto_termination_bo`.
+
+    Attributes:
+        X: Evaluated configurations, shape (max_evals, d).
+        y: Their losses, shape (max_evals,).
+        config: Their table rows (-1 in cube mode), shape (max_evals,) int32.
+        mask: Which rows of ``X`` / ``y`` are real with a finite loss, (max_evals,) bool.
+        evaluated: Table rows evaluated so far, shape (num_configs,) bool ((0,) in cube mode).
+        count: Number of evaluations told, int32 ().
+        gp_params: GP hyperparameters of the last fit (standardised scale), the warm
+            start of the next fit and the model of the next acquisition.
+        beta: ``beta`` of the last bound, ().
+        key: The stream of the bound's random domain points (cube mode).
+    """
+
+    X: jax.Array
+    y: jax.Array
+    config: jax.Array
+    mask: jax.Array
+    evaluated: jax.Array
+    count: jax.Array
+    gp_params: gp.GPParams
+    beta: jax.Array
+    key: jax.Array
+
+
+class AutoTerminationInfo(NamedTuple):
+    """Info of :func:`auto_termination_bo`.
+
+    Attributes:
+        terminate: ``criterion``, or the budget ``max_evals`` / the table is used up, bool ().
+        incumbent: Table row of the lowest loss (-1 before the first finite loss and in
+            cube mode), int32 ().
+        best_value: The lowest loss, ().
+        incumbent_x: Its configuration vector, shape (d,).
+        bound: Regret upper bound of Eq. (8) in loss units, () (+inf when ``ok`` is False).
+        threshold: The stopping threshold in loss units, ().
+        criterion: ``(num_evaluations >= min_iterations) & (bound < threshold)``, bool ().
+        ucb_min: Minimum UCB over the fitted points, loss units, ().
+        lcb_min: Minimum LCB over the domain, loss units, ().
+        num_fitted: Points in the GP fit, int32 ().
+        num_evaluations: Evaluations told, int32 ().
+        ok: Whether the GP fit and the bound are usable, bool ().
+    """
+
+    terminate: jax.Array
+    incumbent: jax.Array
+    best_value: jax.Array
+    incumbent_x: jax.Array
+    bound: jax.Array
+    threshold: jax.Array
+    criterion: jax.Array
+    ucb_min: jax.Array
+    lcb_min: jax.Array
+    num_fitted: jax.Array
+    num_evaluations: jax.Array
+    ok: jax.Array
+
+
+def _nonneg_float(value, name: str, *, positive: bool = False, high: float | None = None) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a float, got {type(value).__name__}")
+    value = float(value)
+    if not math.isfinite(value) or value < 0 or (positive and value == 0):
+        raise ValueError(f"{name} must be a finite number {'> 0' if positive else '>= 0'}, got {value!r}")
+    if high is not None and value > high:
+        raise ValueError(f"{name} must be <= {high}, got {value!r}")
+    return value
+
+
+def auto_termination_bo(
+    num_configs: int | None = None,
+    *,
+    max_budget: int,
+    max_evals: int,
+    candidates: ArrayLike | None = None,
+    dim: int | None = None,
+    fold_scores: ArrayLike | None = None,
+    threshold: float | None = None,
+    threshold_scale: float = 1.0,
+    acquisition: str = "ei",
+    num_init: int = 10,
+    min_iterations: int = 20,
+    fraction: float = 0.5,
+    min_points: int = 20,
+    beta_t: str = "evaluations",
+    beta_scale: float = 0.2,
+    delta: float = 0.1,
+    ddof: int = 1,
+    test_train_ratio: float | None = None,
+    fit_steps: int = 10,
+    fit_mean: bool = True,
+    min_noise: float = 1e-6,
+    num_candidates: int = 512,
+    refine_steps: int | None = None,
+    refine_starts: int = 8,
+    chunk_size: int = 1024,
+    dtype=None,
+) -> Policy:
+    """GP-BO with automatic termination, Algorithm 1 of Makarova et al. (2022).
+
+    See the module docstring for the steps, the threshold sources and the choice of
+    one GP per step. Static sizes are arguments here; the numeric hyperparameters
+    ``fold_scores``, ``threshold_scale``, ``threshold``, ``beta_scale`` and ``delta``
+    are the defaults of :class:`AutoTerminationParams` (``policy.default_params()``).
+
+    Args:
+        num_configs: Size of the candidate table (default ``len(candidates)``).
+        max_budget: Budget units (epochs) every job trains for.
+        max_evals: Search budget ``T``: capacity of the evaluation buffer; the study
+            terminates after this many evaluations. At most ``num_configs`` in table mode.
+        candidates: Configuration vectors of the table rows in the unit cube, shape
+            (num_configs, d), d >= 1 (table mode).
+        dim: Dimension of the unit cube (cube mode, without ``candidates``).
+        fold_scores: Fold scores of every table row, shape (num_configs, k), k >= 2,
+            finite: the CV threshold (table mode).
+        threshold: Fixed threshold in loss units, >= 0 (default 0 with ``fold_scores``).
+        threshold_scale: Multiplier of the CV threshold, >= 0.
+        acquisition: ``"ei"`` (expected improvement) or ``"ucb"`` (lowest LCB).
+        num_init: Random jobs before the GP drives the search, in [1, max_evals].
+        min_iterations: No termination by the criterion with fewer evaluations (20 in
+            the paper), >= 1.
+        fraction, min_points: Top set of the GP fit (:func:`jaxstop.regret.top_mask`).
+        beta_t: ``"evaluations"`` or ``"fitted"``: ``t`` of :func:`jaxstop.regret.beta`.
+        beta_scale, delta: ``scale`` and ``delta`` of :func:`jaxstop.regret.beta`.
+        ddof: Of the fold variance (1: sample variance, the paper; 0: Optuna).
+        test_train_ratio: ``n_test / n_train`` of Eq. (9); default ``1 / (k - 1)``.
+        fit_steps: Quasi-Newton steps of each GP fit (warm-started).
+        fit_mean: Fit the GP's constant mean.
+        min_noise: Lower bound of the GP noise variance (standardised scale).
+        num_candidates: Cube mode: random points of the acquisition and of the bound.
+        refine_steps: Gradient refinement of the bound's LCB minimum; default 0 in
+            table mode, 10 in cube mode.
+        refine_starts: Starts of that refinement.
+        chunk_size: Candidates predicted at a time.
+        dtype: Floating dtype in cube mode (default: JAX's default float); in table
+            mode the dtype of ``candidates``.
+
+    Returns:
+        A :class:`~jaxstop.policies.Policy` with ``report=None``; ``tell`` returns an
+        :class:`AutoTerminationInfo`.
+
+    Raises:
+        ValueError / TypeError: Bad sizes or options, ``candidates`` outside the unit
+            cube, ``fold_scores`` of the wrong shape or with non-finite values, no
+            threshold source; at trace time, params whose ``fold_scores`` shape differs
+            from the factory's.
+
+    Example:
+        >>> import jax, jax.numpy as jnp
+        >>> from jaxstop import sim
+        >>> from jaxstop.policies.auto_termination import auto_termination_bo
+        >>> x = jnp.linspace(0, 1, 12)[:, None]
+        >>> loss = (x[:, 0] - 0.3) ** 2
+        >>> table = sim.CurveTable(jnp.stack([loss + 0.1, loss], 1), configs=x)
+        >>> policy = auto_termination_bo(
+        ...     max_budget=2, max_evals=12, candidates=x, threshold=0.02,
+        ...     num_init=3, min_iterations=5, min_points=5, fit_steps=4)
+        >>> trace = sim.run(policy, table, jax.random.key(0), max_jobs=12)
+        >>> int(trace.incumbent), bool(trace.num_jobs < 12)
+        (3, True)
+    """
+    max_budget = _checks.positive_int(max_budget, "max_budget")
+    max_evals = _checks.positive_int(max_evals, "max_evals")
+    if candidates is not None:
+        fdtype = None if dtype is None else jnp.dtype(dtype)
+        cand = _checks.float_array(candidates, "candidates", fdtype)
+        _checks.check_rank(cand, 2, "candidates", "with shape (num_configs, d)")
+        _checks.check_unit_cube(cand, "candidates")
+        if cand.shape[0] < 1 or cand.shape[1] < 1:
+            raise ValueError(f"candidates must have at least one row and one column, got shape {cand.shape}")
+        if num_configs is not None and num_configs != cand.shape[0]:
+            raise ValueError(f"num_configs ({num_configs}) must equal len(candidates) ({cand.shape[0]})")
+        if dim is not None and dim != cand.shape[1]:
+            raise ValueError(f"dim ({dim}) must equal candidates.shape[1] ({cand.shape[1]})")
+        num_configs = cand.shape[0]
+        d = cand.shape[1]
+        fdtype = cand.dtype
+        cube = False
+    else:
+        if num_configs is not None:
+            raise ValueError("table mode needs candidates, the configuration vectors of the table rows, "
+                             "shape (num_configs, d) in the unit cube (or give only dim for unit-cube mode)")
+        if dim is None:
+            raise ValueError("give candidates (table mode) or dim (unit-cube mode)")
+        d = _checks.positive_int(dim, "dim")
+        fdtype = jnp.dtype(dtype) if dtype is not None else jnp.result_type(float)
+        cand = jnp.zeros((0, d), fdtype)
+        num_configs = 0
+        cube = True
+    if not jnp.issubdtype(fdtype, jnp.floating):
+        raise TypeError(f"dtype must be floating, got {fdtype}")
+    if not cube and max_evals > num_configs:
+        raise ValueError(f"max_evals ({max_evals}) must be <= num_configs ({num_configs}) in table mode: "
+                         "a candidate is evaluated at most once")
+    num_init = _checks.positive_int(num_init, "num_init")
+    if num_init > max_evals:
+        raise ValueError(f"num_init ({num_init}) must be <= max_evals ({max_evals})")
+    min_iterations = _checks.positive_int(min_iterations, "min_iterations")
+    if acquisition not in _ACQUISITIONS:
+        raise ValueError(f"acquisition must be one of {_ACQUISITIONS}, got {acquisition!r}")
+    if beta_t not in regret._BETA_T:
+        raise ValueError(f"beta_t must be one of {regret._BETA_T}, got {beta_t!r}")
+    if isinstance(ddof, bool) or ddof not in (0, 1):
+        raise ValueError(f"ddof must be 0 or 1, got {ddof!r}")
+    fraction = _nonneg_float(fraction, "fraction", positive=True, high=1.0)
+    min_points = _checks.positive_int(min_points, "min_points")
+    if test_train_ratio is not None:
+        test_train_ratio = _nonneg_float(test_train_ratio, "test_train_ratio")
+    threshold_scale = _nonneg_float(threshold_scale, "threshold_scale")
+    beta_scale = _nonneg_float(beta_scale, "beta_scale", positive=True)
+    delta = _nonneg_float(delta, "delta", positive=True, high=1.0)
+    min_noise = _nonneg_float(min_noise, "min_noise", positive=True)
+    fit_steps = _checks.positive_int(fit_steps, "fit_steps")
+    num_candidates = _checks.positive_int(num_candidates, "num_candidates")
+    refine_steps = (10 if cube else 0) if refine_steps is None else _checks.positive_int(
+        refine_steps, "refine_steps", minimum=0)
+    refine_starts = _checks.positive_int(refine_starts, "refine_starts")
+    chunk_size = _checks.positive_int(chunk_size, "chunk_size")
+
+    if fold_scores is not None:
+        if cube:
+            raise ValueError("fold_scores needs table mode (one row of fold scores per candidate); "
+                             "in unit-cube mode give a fixed threshold")
+        folds = _checks.float_array(fold_scores, "fold_scores", fdtype)
+        if folds.ndim != 2 or folds.shape[0] != num_configs or folds.shape[1] < 2:
+            raise ValueError(f"fold_scores must have shape (num_configs, k) = ({num_configs}, k) with k >= 2 "
+                             f"folds, got {tuple(folds.shape)}")
+        if _checks.is_concrete(folds) and not np.all(np.isfinite(np.asarray(folds))):
+            raise ValueError("fold_scores must be finite")
+        if ddof >= folds.shape[1]:
+            raise ValueError(f"ddof ({ddof}) must be < the number of folds ({folds.shape[1]})")
+        threshold = 0.0 if threshold is None else _nonneg_float(threshold, "threshold")
+    else:
+        if threshold is None:
+            raise ValueError("give fold_scores (cross-validation threshold, table mode) or a fixed threshold")
+        threshold = _nonneg_float(threshold, "threshold")
+        folds = jnp.zeros((num_configs, 0), fdtype)
+    folds_shape = tuple(folds.shape)
+
+    capacity = regret._top_capacity(max_evals, fraction, min_points)
+    fit_cfg = regret._FitConfig(
+        capacity=capacity, fraction=fraction, min_points=min_points, beta_t=beta_t, steps=fit_steps,
+        fit_mean=bool(fit_mean), min_noise=min_noise, num_random=num_candidates if cube else 0,
+        refine_steps=refine_steps, refine_starts=refine_starts, chunk_size=chunk_size,
+    )
+    dim_mask = np.ones((d,), bool)
+    ucb = acquisition == "ucb"
+    num_uniform = num_candidates - num_candidates // 4
+
+    def default_params():
+        return AutoTerminationParams(
+            folds, jnp.asarray(threshold_scale, fdtype), jnp.asarray(threshold, fdtype),
+            jnp.asarray(beta_scale, fdtype), jnp.asarray(delta, fdtype),
+        )
+
+    def check_params(params):
+        if params is None:
+            return default_params()
+        if not isinstance(params, AutoTerminationParams):
+            raise TypeError(f"params must be an AutoTerminationParams (see policy.default_params()), "
+                            f"got {type(params).__name__}")
+        if tuple(jnp.shape(params.fold_scores)) != folds_shape:
+            raise ValueError(f"params.fold_scores must have shape {folds_shape} like the factory's fold_scores, "
+                             f"got {tuple(jnp.shape(params.fold_scores))}")
+        for name in ("threshold_scale", "threshold", "beta_scale", "delta"):
+            if jnp.ndim(getattr(params, name)) != 0:
+                raise ValueError(f"params.{name} must be a scalar, got shape {jnp.shape(getattr(params, name))}")
+        return jax.tree_util.tree_map(lambda a: jnp.asarray(a, fdtype), params)
+
+    def init(key, params=None):
+        check_params(params)
+        return AutoTerminationState(
+            jnp.zeros((max_evals, d), fdtype),
+            jnp.zeros((max_evals,), fdtype),
+            jnp.full((max_evals,), -1, jnp.int32),
+            jnp.zeros((max_evals,), bool),
+            jnp.zeros((num_configs,), bool),
+            jnp.zeros((), jnp.int32),
+            regret._default_params(d, jnp.asarray(dim_mask), fdtype),
+            jnp.zeros((), fdtype),
+            key,
+        )
+
+    def incumbent_of(state):
+        keyed = jnp.where(state.mask, state.y, jnp.inf)
+        i = jnp.argmin(keyed)
+        has = state.mask[i]
+        return i, has, keyed[i]
+
+    def scores(state, Xq):
+        """Acquisition scores (larger is better) at ``Xq`` from the state's GP."""
+        _, tmask, _, Xt, z, _, _ = regret._standardized_top(state.X, state.y, state.mask, capacity, fraction,
+                                                             min_points)
+        post = gp._posterior(state.gp_params, Xt, z, tmask)
+        mu, var = regret._predict_chunked(post, Xq, chunk_size)
+        sd = jnp.sqrt(var)
+        if ucb:
+            s = -(mu - jnp.sqrt(jnp.maximum(state.beta, 0)) * sd)
+        else:
+            s = regret._ei(mu, sd, jnp.min(jnp.where(tmask, z, jnp.inf)))
+        usable = post.ok & jnp.any(tmask)
+        return jnp.where(usable & jnp.isfinite(s), s, -jnp.inf)
+
+    def ask(key, state: AutoTerminationState, params=None):
+        check_params(params)
+        k_rand, k_unif, k_local = jax.random.split(key, 3)
+        if cube:
+            x_rand = jax.random.uniform(k_rand, (d,), fdtype)
+            i, has, _ = incumbent_of(state)
+            centre = jnp.where(has, state.X[i], 0.5)
+            noise = jax.random.normal(k_local, (num_candidates - num_uniform, d), fdtype)
+            local = jnp.clip(centre[None, :] + _LOCAL_SD * noise, 0, 1)
+            Xq = jnp.concatenate([jax.random.uniform(k_unif, (num_uniform, d), fdtype), local])
+
+            def model():
+                s = scores(state, Xq)
+                j = jnp.argmax(s)
+                return jnp.where(jnp.isfinite(s[j]), Xq[j], x_rand)
+
+            x = jax.lax.cond(state.count < num_init, lambda: x_rand, model)
+            return make_job(-1, x, max_budget), state
+
+        # Table mode: a uniform unevaluated row (max of uniforms), or the acquisition's best.
+        u = jnp.where(state.evaluated, -1, jax.random.uniform(k_rand, (num_configs,), fdtype))
+        c_rand = jnp.argmax(u)
+
+        def model():
+            s = jnp.where(state.evaluated, -jnp.inf, scores(state, cand))
+            j = jnp.argmax(s)
+            return jnp.where(jnp.isfinite(s[j]), j, c_rand)
+
+        c = jax.lax.cond(state.count < num_init, lambda: c_rand, model).astype(jnp.int32)
+        return make_job(c, cand[c], max_budget), state
+
+    def tell(state: AutoTerminationState, job: Job, result: Result, params=None):
+        params = check_params(params)
+        n0 = state.count
+        write = n0 < max_evals
+        slot = jnp.minimum(n0, max_evals - 1)
+        value = jnp.asarray(result.value, fdtype)
+        if cube:
+            c = jnp.asarray(-1, jnp.int32)
+            x = jnp.asarray(job.x, fdtype)
+            evaluated = state.evaluated
+        else:
+            c = jnp.clip(jnp.asarray(job.config, jnp.int32), 0, num_configs - 1)
+            x = cand[c]
+            evaluated = state.evaluated.at[c].set(state.evaluated[c] | write)
+        real = write & jnp.isfinite(value)
+        X = state.X.at[slot].set(jnp.where(write, x, state.X[slot]))
+        y = state.y.at[slot].set(jnp.where(write, jnp.where(real, value, 0), state.y[slot]))
+        config = state.config.at[slot].set(jnp.where(write, c, state.config[slot]))
+        mask = state.mask.at[slot].set(jnp.where(write, real, state.mask[slot]))
+        count = n0 + write.astype(jnp.int32)
+
+        fb = regret._fit_and_bound(
+            jax.random.fold_in(state.key, count), X, y, mask, state.gp_params, cand, jnp.asarray(dim_mask),
+            jnp.asarray(d, fdtype), params.delta, params.beta_scale, fit_cfg,
+        )
+        keep = fb.fit_info.finite
+        gp_params = jax.tree_util.tree_map(lambda a, b: jnp.where(keep, a, b), fb.params, state.gp_params)
+        state = AutoTerminationState(X, y, config, mask, evaluated, count, gp_params,
+                                     jnp.where(keep, fb.beta, state.beta), state.key)
+
+        i, has, best = incumbent_of(state)
+        inc = jnp.where(has, config[i], -1).astype(jnp.int32)
+        thr = params.threshold
+        if folds_shape[1] > 0:
+            row = params.fold_scores[jnp.clip(inc, 0, num_configs - 1)]
+            cv = regret._cv_threshold(row, jnp.ones(row.shape, bool), test_train_ratio, ddof)
+            thr = thr + params.threshold_scale * jnp.where(has, cv, 0)
+        rb = fb.bound
+        criterion = (count >= min_iterations) & (rb.bound < thr)
+        exhausted = count >= max_evals
+        if not cube:
+            exhausted = exhausted | jnp.all(evaluated)
+        info = AutoTerminationInfo(
+            criterion | exhausted, inc, best, jnp.where(has, X[i], jnp.zeros((d,), fdtype)), rb.bound, thr,
+            criterion, rb.ucb_min, rb.lcb_min, fb.num_top.astype(jnp.int32), count, rb.ok,
+        )
+        return state, info
+
+    return Policy(init, ask, None, tell, default_params)

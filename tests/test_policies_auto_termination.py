@@ -1,0 +1,388 @@
+"""Tests of the auto-terminating GP-BO policy (Makarova et al., 2022, Algorithm 1).
+
+Oracles: an independent NumPy GP (Matern-5/2 ARD posterior from the fitted
+hyperparameters, top-set selection and standardisation written out below), the closed
+forms of expected improvement, the confidence bounds and Eq. (8)-(10), and the
+protocol played three ways (Python loop, ``sim.run``, ``vmap`` of ``sim.run``). Every
+policy is compiled once per module; runs are shared through module-scoped fixtures.
+"""
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy.stats import norm
+
+from jaxstop import policies, sim
+from jaxstop.policies.auto_termination import AutoTerminationParams, auto_termination_bo
+
+N, K, T, D = 48, 5, 3, 2
+MAX_EVALS = MAX_JOBS = 40
+MIN_ITER, NUM_INIT, MIN_POINTS, FRACTION = 20, 10, 20, 0.5
+
+
+def make_problem(seed=3):
+    """A bumpy quadratic on 48 random configurations, noisy 5-fold CV scores."""
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(size=(N, D))
+    f = 0.2 + 0.3 * ((X[:, 0] - 0.35) ** 2 + (X[:, 1] - 0.6) ** 2) + 0.03 * np.sin(7 * X[:, 0]) * np.cos(6 * X[:, 1])
+    folds = f[:, None] + 0.003 * rng.normal(size=(N, K))
+    values = f[:, None] + np.array([0.2, 0.1, 0.0])[None, :]  # curves end at f
+    return X, f, folds, values
+
+
+X, F, FOLDS, VALUES = make_problem()
+TABLE = sim.CurveTable(VALUES, configs=X)
+KEYS = jax.random.split(jax.random.key(7), 3)
+TRACES = {"n": 0}
+
+
+def _counted(fn):
+    def wrapped(*args):
+        TRACES["n"] += 1
+        return fn(*args)
+
+    return wrapped
+
+
+_BASE = auto_termination_bo(max_budget=T, max_evals=MAX_EVALS, candidates=X, fold_scores=FOLDS)
+POLICY = _BASE._replace(tell=_counted(_BASE.tell))
+PARAMS = POLICY.default_params()
+SCALES = (1.0, 0.5 / 0.21, 1.0)
+
+
+def params_for(i):
+    return PARAMS._replace(threshold_scale=jnp.asarray(SCALES[i], jnp.float64))
+
+
+def np_tree(tree):
+    return jax.tree_util.tree_map(np.asarray, tree)
+
+
+def row(tree, i):
+    return jax.tree_util.tree_map(lambda x: x[i], tree)
+
+
+# ----------------------------------------------------------------- runs (shared)
+@pytest.fixture(scope="module")
+def loop():
+    """The protocol driven by hand from Python, with NumPy table lookups."""
+    ask, tell = jax.jit(POLICY.ask), jax.jit(POLICY.tell)
+    k_init, k_loop = jax.random.split(KEYS[0])
+    state = POLICY.init(k_init, PARAMS)
+    keys = jax.random.split(k_loop, MAX_JOBS)
+    out = {"jobs": [], "infos": [], "before": [], "after": [], "ask": ask, "tell": tell}
+    for j in range(MAX_JOBS):
+        out["before"].append(state)
+        job, state = ask(keys[j], state, PARAMS)
+        c = int(job.config)
+        result = policies.Result(jnp.asarray(VALUES[c, T - 1]), jnp.asarray(T, jnp.int32), jnp.asarray(False))
+        state, info = tell(state, job, result, PARAMS)
+        out["jobs"].append(np_tree(job))
+        out["infos"].append(np_tree(info))
+        out["after"].append(state)
+        if bool(info.terminate):
+            break
+    out["infos_stacked"] = jax.tree_util.tree_map(lambda *a: np.stack(a), *out["infos"])
+    return out
+
+
+@pytest.fixture(scope="module")
+def singles():
+    return [np_tree(sim.run(POLICY, TABLE, KEYS[i], params_for(i), max_jobs=MAX_JOBS)) for i in range(3)]
+
+
+@pytest.fixture(scope="module")
+def batch():
+    params = jax.tree_util.tree_map(lambda *a: jnp.stack(a), *[params_for(i) for i in range(3)])
+    run = jax.vmap(lambda k, p: sim.run(POLICY, TABLE, k, p, max_jobs=MAX_JOBS))
+    return np_tree(run(KEYS, params))
+
+
+# ------------------------------------------------------------------ NumPy oracles
+def np_matern(A, B, p):
+    ls = np.exp(np.asarray(p.log_lengthscales))
+    r = np.sqrt(np.maximum(((A[:, None, :] - B[None, :, :]) / ls) ** 2, 0).sum(-1))
+    return np.exp(float(p.log_amplitude)) * (1 + math.sqrt(5) * r + 5 / 3 * r**2) * np.exp(-math.sqrt(5) * r)
+
+
+def np_model(state):
+    """Top set, standardisation and the latent GP posterior of a state, in NumPy."""
+    Xs, y, m = np.asarray(state.X), np.asarray(state.y), np.asarray(state.mask)
+    n = int(m.sum())
+    order = np.argsort(np.where(m, y, np.inf), kind="stable")
+    top = min(n, max(MIN_POINTS, math.floor(FRACTION * n)))
+    idx = order[:top]
+    yt = y[idx]
+    mean, std = yt.mean(), yt.std()
+    std = std if (top >= 2 and std > 0) else 1.0
+    z = (yt - mean) / std
+    p = state.gp_params
+    amp, noise, mu0 = math.exp(float(p.log_amplitude)), math.exp(float(p.log_noise)), float(p.mean)
+    Kt = np_matern(Xs[idx], Xs[idx], p) + (noise + 10 * np.finfo(float).eps * amp) * np.eye(top)
+
+    def predict(Xq):
+        Kq = np_matern(Xq, Xs[idx], p)
+        mu = mu0 + Kq @ np.linalg.solve(Kt, z - mu0)
+        var = amp - np.sum(Kq * np.linalg.solve(Kt, Kq.T).T, axis=1)
+        return mu, np.sqrt(np.maximum(var, 0))
+
+    beta = 0.2 * 2 * math.log(D * n**2 * math.pi**2 / (6 * 0.1))  # paper: t = evaluations
+    return {"Xt": Xs[idx], "z": z, "mean": mean, "std": std, "predict": predict, "beta": beta, "n": n}
+
+
+def np_bound(state):
+    """Eq. (8) over the table, in loss units."""
+    mdl = np_model(state)
+    sb = math.sqrt(mdl["beta"])
+    mu_t, sd_t = mdl["predict"](mdl["Xt"])
+    mu_c, sd_c = mdl["predict"](X)
+    ucb_min = np.min(mu_t + sb * sd_t)
+    lcb_min = min(np.min(mu_c - sb * sd_c), np.min(mu_t - sb * sd_t))
+    return (ucb_min - lcb_min) * mdl["std"], mdl
+
+
+def np_threshold(state, scale=1.0):
+    y, m, cfg = np.asarray(state.y), np.asarray(state.mask), np.asarray(state.config)
+    inc = cfg[np.argmin(np.where(m, y, np.inf))]
+    s2 = np.var(FOLDS[inc], ddof=1)
+    return scale * math.sqrt((1 / K + 1 / (K - 1)) * s2), inc
+
+
+def np_ei(mu, sd, best):
+    u = (best - mu) / sd
+    return sd * (u * norm.cdf(u) + norm.pdf(u))
+
+
+# ------------------------------------------------------------------------- tests
+def test_python_loop_sim_run_and_vmap_agree(loop, singles, batch):
+    jobs = np.array([j.config for j in loop["jobs"]])
+    n = len(jobs)
+    tr = singles[0]
+    assert int(tr.num_jobs) == n
+    np.testing.assert_array_equal(tr.jobs.config[:n], jobs)
+    np.testing.assert_array_equal(tr.jobs.budget[:n], T)
+    li = loop["infos_stacked"]
+    for name in ("terminate", "incumbent", "criterion", "num_fitted", "num_evaluations", "ok"):
+        np.testing.assert_array_equal(getattr(tr.infos, name)[:n], getattr(li, name), err_msg=name)
+    for name in ("bound", "threshold", "best_value", "ucb_min", "lcb_min"):
+        np.testing.assert_allclose(getattr(tr.infos, name)[:n], getattr(li, name), rtol=1e-7, atol=1e-10,
+                                   err_msg=name)
+    for i in range(3):  # vmap over (keys, params) == one run per (key, params)
+        a, b = singles[i], row(batch, i)
+        np.testing.assert_array_equal(a.jobs.config, b.jobs.config)
+        np.testing.assert_array_equal(a.infos.terminate, b.infos.terminate)
+        assert int(a.stop_job) == int(b.stop_job) and int(a.incumbent) == int(b.incumbent)
+        np.testing.assert_allclose(a.infos.bound, b.infos.bound, rtol=1e-7, atol=1e-10)
+    # different keys explore differently
+    assert len({tuple(s.jobs.config[:NUM_INIT]) for s in singles}) == 3
+
+
+def test_bound_and_threshold_match_numpy_oracle(loop):
+    infos = loop["infos"]
+    for j in range(2, len(infos)):
+        state = loop["after"][j]
+        bound, mdl = np_bound(state)
+        thr, inc = np_threshold(state)
+        info = infos[j]
+        assert mdl["n"] == j + 1 == int(info.num_evaluations)
+        assert int(info.num_fitted) == len(mdl["z"])
+        assert bool(info.ok)
+        np.testing.assert_allclose(float(info.bound), bound, rtol=1e-6, atol=1e-10, err_msg=f"step {j}")
+        np.testing.assert_allclose(float(info.threshold), thr, rtol=1e-10)
+        np.testing.assert_allclose(float(state.beta), mdl["beta"], rtol=1e-12)
+        assert int(info.incumbent) == inc
+        assert float(info.best_value) == F[inc]
+        np.testing.assert_array_equal(info.incumbent_x, X[inc])
+        assert info.bound.dtype == info.threshold.dtype == np.float64  # float64 in -> float64 out
+
+
+def test_terminate_rule_and_stop_job(loop, singles, batch):
+    for tr in [*singles, *[row(batch, i) for i in range(3)]]:
+        n = int(tr.num_jobs)
+        info = jax.tree_util.tree_map(lambda x, n=n: x[:n], tr.infos)
+        evals = np.arange(1, n + 1)
+        np.testing.assert_array_equal(info.num_evaluations, evals)
+        rule = (evals >= MIN_ITER) & (info.bound < info.threshold)
+        np.testing.assert_array_equal(info.criterion, rule)
+        np.testing.assert_array_equal(info.terminate, rule | (evals >= MAX_EVALS))
+        assert not info.terminate[: MIN_ITER - 1].any()  # never before min_iterations
+        first = int(np.argmax(info.terminate)) if info.terminate.any() else MAX_JOBS
+        assert int(tr.stop_job) == first
+        assert n == min(first + 1, MAX_JOBS)
+        assert int(tr.budget) == n * T and int(tr.bad_jobs) == 0
+        assert not tr.active[n:].any()
+        assert int(tr.incumbent) == int(info.incumbent[-1])
+
+
+def test_threshold_scale_in_params(singles):
+    # the same run with threshold_scale 0.5/0.21 (Ours_0.5) has that multiple of the threshold
+    for i in (0, 1):
+        tr = singles[i]
+        n = int(tr.num_jobs)
+        inc = tr.infos.incumbent[:n]
+        s = np.sqrt((1 / K + 1 / (K - 1)) * np.var(FOLDS[inc], ddof=1, axis=1))
+        np.testing.assert_allclose(tr.infos.threshold[:n], SCALES[i] * s, rtol=1e-10)
+
+
+def test_ei_choice_is_numpy_argmax_and_no_repeats(loop):
+    jobs = np.array([j.config for j in loop["jobs"]])
+    assert len(set(jobs.tolist())) == len(jobs)  # never re-evaluates a candidate
+    assert len(jobs) > NUM_INIT + 5
+    for j in range(NUM_INIT, len(jobs)):
+        state = loop["before"][j]
+        evaluated = np.asarray(state.evaluated)
+        np.testing.assert_array_equal(np.flatnonzero(evaluated), np.sort(jobs[:j]))
+        mdl = np_model(state)
+        mu, sd = mdl["predict"](X)
+        ei = np.where(evaluated, -np.inf, np_ei(mu, sd, mdl["z"].min()))
+        c = jobs[j]
+        assert not evaluated[c]
+        assert ei[c] >= ei.max() * (1 - 1e-7), f"step {j}: EI {ei[c]} < max {ei.max()}"
+
+
+def test_ucb_choice_is_numpy_argmin_lcb(loop):
+    ucb_policy = auto_termination_bo(max_budget=T, max_evals=MAX_EVALS, candidates=X, fold_scores=FOLDS,
+                                     acquisition="ucb")
+    ask = jax.jit(ucb_policy.ask)
+    for j in (NUM_INIT, 15, len(loop["jobs"]) - 1):
+        state = loop["before"][j]
+        job, _ = ask(jax.random.key(j), state, PARAMS)
+        mdl = np_model(state)
+        mu, sd = mdl["predict"](X)
+        lcb = np.where(np.asarray(state.evaluated), np.inf, mu - math.sqrt(mdl["beta"]) * sd)
+        c = int(job.config)
+        assert np.isfinite(lcb[c])
+        assert lcb[c] <= lcb.min() + 1e-9 * abs(lcb.min())
+        np.testing.assert_array_equal(job.x, X[c])
+
+
+def test_nan_loss_is_masked_and_not_repeated(loop):
+    state = loop["after"][NUM_INIT + 2]
+    job, _ = loop["ask"](jax.random.key(99), state, PARAMS)
+    bad = policies.Result(jnp.asarray(np.nan, jnp.float64), jnp.asarray(T, jnp.int32), jnp.asarray(False))
+    new, info = loop["tell"](state, job, bad, PARAMS)
+    c, slot = int(job.config), int(state.count)
+    assert bool(new.evaluated[c]) and not bool(new.mask[slot]) and int(new.count) == int(state.count) + 1
+    assert int(info.incumbent) == int(loop["infos"][NUM_INIT + 2].incumbent)
+    assert np.isfinite(float(info.bound)) and bool(info.ok)
+    bound, mdl = np_bound(new)  # the oracle sees only the real rows ...
+    assert mdl["n"] == int(state.count)
+    # ... but beta_t="evaluations" counts finite evaluations, as the oracle does
+    np.testing.assert_allclose(float(info.bound), bound, rtol=1e-6)
+    job2, _ = loop["ask"](jax.random.key(100), new, PARAMS)
+    assert int(job2.config) != c
+
+
+def test_terminates_with_near_best_incumbent(batch):
+    best = F.min()
+    for i in range(3):
+        stop = int(batch.stop_job[i])
+        assert stop < MAX_JOBS - 1, "terminated by the budget, not by the criterion"
+        assert bool(batch.infos.criterion[i, stop])
+        assert int(batch.num_jobs[i]) < N
+        assert batch.incumbent_value[i] - best <= batch.infos.threshold[i, stop]
+
+
+def test_no_retrace_with_new_key_and_params(singles):
+    before = TRACES["n"]
+    p = PARAMS._replace(fold_scores=jnp.asarray(FOLDS * 1.5), beta_scale=jnp.asarray(0.3, jnp.float64))
+    tr = sim.run(POLICY, TABLE, jax.random.key(123), p, max_jobs=MAX_JOBS)
+    assert TRACES["n"] == before
+    assert tr.infos.bound.dtype == jnp.float64
+
+
+def test_float32_in_float32_out():
+    # traced only (no compilation): every floating leaf of the state and the info is float32
+    x32 = X.astype(np.float32)
+    policy = auto_termination_bo(max_budget=T, max_evals=MAX_EVALS, candidates=x32,
+                                 fold_scores=FOLDS.astype(np.float32))
+    table = sim.CurveTable(VALUES.astype(np.float32), configs=x32)
+    trace = jax.eval_shape(lambda k: sim.run(policy, table, k, max_jobs=MAX_JOBS), KEYS[0])
+    floats = [a.dtype for a in jax.tree_util.tree_leaves(trace.infos) if jnp.issubdtype(a.dtype, jnp.floating)]
+    assert floats and all(dt == jnp.float32 for dt in floats)
+    state = jax.eval_shape(policy.init, KEYS[0], policy.default_params())
+    assert state.X.dtype == state.y.dtype == state.gp_params.log_lengthscales.dtype == jnp.float32
+
+
+def test_unit_cube_mode_terminates_near_optimum():
+    centre = np.array([0.3, 0.7])
+    policy = auto_termination_bo(max_budget=1, max_evals=40, dim=2, threshold=0.002, num_init=5,
+                                 min_iterations=10, num_candidates=256)
+    params = policy.default_params()
+    assert params.fold_scores.shape == (0, 0)
+
+    def objective(x):
+        return 0.1 + jnp.sum((x - centre) ** 2)
+
+    @jax.jit
+    def run(key):
+        k0, k1 = jax.random.split(key)
+
+        def step(s, k):
+            job, s = policy.ask(k, s, params)
+            s, info = policy.tell(s, job, policies.Result(objective(job.x), job.budget, jnp.asarray(False)), params)
+            return s, (job, info)
+
+        return jax.lax.scan(step, policy.init(k0, params), jax.random.split(k1, 40))[1]
+
+    jobs, infos = np_tree(run(jax.random.key(5)))
+    assert (jobs.config == -1).all() and (jobs.x >= 0).all() and (jobs.x <= 1).all()
+    assert len(np.unique(jobs.x[:5], axis=0)) == 5  # random initial design
+    evals = np.arange(1, 41)
+    np.testing.assert_array_equal(infos.threshold, 0.002)
+    np.testing.assert_array_equal(infos.criterion, (evals >= 10) & (infos.bound < 0.002))
+    np.testing.assert_array_equal(infos.terminate, infos.criterion | (evals >= 40))
+    np.testing.assert_array_equal(infos.incumbent, -1)
+    assert infos.criterion.any(), "never terminated"
+    stop = int(np.argmax(infos.terminate))
+    seen = 0.1 + np.sum((jobs.x[: stop + 1] - centre) ** 2, axis=1)
+    np.testing.assert_allclose(infos.best_value[stop], seen.min(), rtol=1e-12)
+    np.testing.assert_array_equal(infos.incumbent_x[stop], jobs.x[np.argmin(seen)])
+    assert np.linalg.norm(infos.incumbent_x[stop] - centre) < 0.1
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"min_iterations": 0}, "min_iterations"),
+        ({"num_init": 41}, "num_init"),
+        ({"num_init": 0}, "num_init"),
+        ({"max_evals": 49}, "max_evals"),
+        ({"acquisition": "pi"}, "acquisition"),
+        ({"fold_scores": np.zeros((N, 1))}, "fold_scores"),
+        ({"fold_scores": np.zeros((N - 1, K))}, "fold_scores"),
+        ({"fold_scores": np.full((N, K), np.nan)}, "fold_scores"),
+        ({"fold_scores": None}, "threshold"),
+        ({"threshold": -1.0}, "threshold"),
+        ({"threshold_scale": -1.0}, "threshold_scale"),
+        ({"candidates": X + 1.0}, "candidates"),
+        ({"candidates": X[:, 0]}, "candidates"),
+        ({"num_configs": 10}, "num_configs"),
+        ({"beta_t": "iterations"}, "beta_t"),
+        ({"fraction": 0.0}, "fraction"),
+        ({"delta": 2.0}, "delta"),
+    ],
+)
+def test_bad_inputs_raise(kwargs, match):
+    args = {"max_budget": T, "max_evals": MAX_EVALS, "candidates": X, "fold_scores": FOLDS}
+    args.update(kwargs)
+    with pytest.raises((ValueError, TypeError), match=match):
+        auto_termination_bo(**args)
+
+
+def test_bad_params_and_modes_raise():
+    with pytest.raises(ValueError, match="fold_scores"):
+        auto_termination_bo(max_budget=1, max_evals=5, dim=2, fold_scores=FOLDS, num_init=2)
+    with pytest.raises(ValueError, match="dim"):
+        auto_termination_bo(max_budget=1, max_evals=5, threshold=0.1, num_init=2)
+    with pytest.raises(ValueError, match="max_budget"):
+        auto_termination_bo(max_budget=0, max_evals=5, dim=2, threshold=0.1, num_init=2)
+    bad = PARAMS._replace(fold_scores=jnp.zeros((N, K + 1)))
+    with pytest.raises(ValueError, match="params.fold_scores"):
+        sim.run(POLICY, TABLE, KEYS[0], bad, max_jobs=MAX_JOBS)
+    with pytest.raises(TypeError, match="AutoTerminationParams"):
+        POLICY.init(KEYS[0], {"threshold": 1.0})
+    assert isinstance(PARAMS, AutoTerminationParams)
