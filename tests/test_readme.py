@@ -5,6 +5,8 @@ from pathlib import Path
 
 import numpy as np
 
+from jaxstop import bos
+
 README = Path(__file__).resolve().parents[1] / "README.md"
 
 
@@ -17,6 +19,24 @@ def test_readme_tour_runs():
     assert bool(namespace["info"].finite)
     regret = np.asarray(namespace["traces"].incumbent_value)
     assert regret.shape == (1000,) and np.all(np.isfinite(regret))
+
+
+def test_readme_methods_block_runs():
+    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
+    assert len(blocks) >= 2, "README has no block for the three methods"
+    ns: dict = {}
+    exec(compile(blocks[1], str(README), "exec"), ns)
+    assert np.isfinite(float(ns["fb"].bound.bound)) and float(ns["fb"].bound.bound) >= 0
+    folds = np.asarray(ns["folds"])
+    threshold = np.sqrt((1 / 10 + 1 / 9) * folds.var(ddof=1))   # Eq. (9)-(10), Nadeau-Bengio ratio
+    assert bool(ns["stop_now"]) == (float(ns["fb"].bound.bound) < threshold)
+    curve = np.asarray(ns["curve"])
+    assert np.all(np.diff(curve) >= -1e-12) and abs(curve[-1] - 1) < 1e-9
+    kc = ns["kc"]
+    assert 1 <= int(kc.k) <= 4 and int(np.sum(kc.keep)) == int(kc.k)
+    # the kept candidates are the k lowest losses
+    assert set(np.flatnonzero(np.asarray(kc.keep))) == set(np.argsort(np.asarray(ns["mu"]))[: int(kc.k)])
+    assert int(ns["action"]) in (bos.ACTION_STOP, bos.ACTION_CONTINUE, bos.ACTION_FORCED_CONTINUE)
 
 
 def test_readme_shows_the_two_commands_first():
