@@ -9,6 +9,12 @@ from jaxstop.policies.auto_termination import AutoTerminationInfo as AutoTermina
 from jaxstop.policies.auto_termination import AutoTerminationParams as AutoTerminationParams
 from jaxstop.policies.auto_termination import AutoTerminationState as AutoTerminationState
 from jaxstop.policies.auto_termination import auto_termination_bo as auto_termination_bo
+from jaxstop.policies.bo_bos import BoBosInfo as BoBosInfo
+from jaxstop.policies.bo_bos import BoBosParams as BoBosParams
+from jaxstop.policies.bo_bos import BoBosState as BoBosState
+from jaxstop.policies.bo_bos import bo_bos as bo_bos
+from jaxstop.policies.bo_bos import default_intermediate_epochs as default_intermediate_epochs
+from jaxstop.policies.bo_bos import gp_ucb as gp_ucb
 from jaxstop.policies.halving import Bracket as Bracket
 from jaxstop.policies.halving import HalvingInfo as HalvingInfo
 from jaxstop.policies.halving import HalvingParams as HalvingParams
@@ -38,6 +44,12 @@ __all__ = [
     "AutoTerminationParams",
     "AutoTerminationState",
     "auto_termination_bo",
+    "BoBosInfo",
+    "BoBosParams",
+    "BoBosState",
+    "bo_bos",
+    "default_intermediate_epochs",
+    "gp_ucb",
     "Bracket",
     "HalvingInfo",
     "HalvingParams",

@@ -1,0 +1,305 @@
+"""Tests of BO-BOS and GP-UCB (jaxstop.policies.bo_bos).
+
+Oracles: a NumPy Matérn-5/2 GP posterior written below (for C2 and the LCB),
+the rules of Algorithm 1 of Dai et al. (2019) replayed from the table (running
+mean, incumbent, K1 schedule via :func:`jaxstop.bos.k1_schedule`, the BOS
+problem re-solved with :func:`jaxstop.bos.solve`), and the budget identity of
+:func:`jaxstop.sim.run`. Each policy is compiled once (module-scoped fixtures)
+and played three ways: a Python loop over the protocol, ``sim.run`` and
+``jax.vmap(sim.run)`` over keys.
+"""
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxstop import bos, sim
+from jaxstop.policies import Result
+from jaxstop.policies.bo_bos import BoBosParams, bo_bos, default_intermediate_epochs, gp_ucb
+
+M, N, N0, D = 12, 16, 4, 2
+MAX_EVALS, NUM_INIT = 10, 3
+INTER = default_intermediate_epochs(N)
+KEYS = jax.random.split(jax.random.key(7), 2)
+
+
+def make_table():
+    """Good configurations (final error 0.2) near (0.3, 0.3), bad ones (0.8) elsewhere."""
+    rng = np.random.default_rng(0)
+    x = rng.uniform(size=(M, D))
+    final = np.where(np.sum((x - 0.3) ** 2, axis=1) > 0.15, 0.8, 0.2)
+    t = np.arange(1, N + 1)
+    values = final[:, None] + 0.15 * np.exp(-0.4 * t)[None, :] + 0.005 * rng.normal(size=(M, N))
+    return x, final, values
+
+
+X_CAND, FINAL, VALUES = make_table()
+TABLE = sim.CurveTable(jnp.asarray(VALUES), None, None, jnp.asarray(X_CAND))
+COMMON = dict(max_budget=N, max_evals=MAX_EVALS, num_init=NUM_INIT, gp_fit_steps=5)
+BOBOS = bo_bos(X_CAND, n0=N0, num_paths=2000, curve_fit_steps=100, **COMMON)
+# Same GP buffer (the same intermediate observations), no early stopping.
+UCB = gp_ucb(X_CAND, intermediate_epochs=INTER, **COMMON)
+
+
+def play(policy, key):
+    """The protocol in a Python loop, replicating sim.run's keys and evaluation."""
+    k_init, k_loop = jax.random.split(key)
+    state = policy.init(k_init)
+    keys = jax.random.split(k_loop, MAX_EVALS)
+    jobs = []
+    for j in range(MAX_EVALS):
+        before = state
+        job, state = policy.ask(keys[j], state)
+        asked = state
+        c = int(job.config)
+        e, stopped, reports = 0, False, []
+        while e < N and not stopped:
+            state, stop = policy.report(state, job, e + 1, VALUES[c, e])
+            stopped = bool(stop)
+            reports.append((e + 1, stopped, state))
+            e += 1
+        result = Result(jnp.asarray(VALUES[c, e - 1]), jnp.asarray(e, jnp.int32), jnp.asarray(stopped))
+        state, info = policy.tell(state, job, result)
+        jobs.append(dict(before=before, asked=asked, job=job, reports=reports, result=result, info=info,
+                         after=state))
+        if bool(info.terminate):
+            break
+    return jobs
+
+
+@pytest.fixture(scope="module")
+def bobos_loop():
+    return [play(BOBOS, k) for k in KEYS]
+
+
+@pytest.fixture(scope="module")
+def ucb_loop():
+    return [play(UCB, k) for k in KEYS]
+
+
+@pytest.fixture(scope="module")
+def bobos_scan():
+    return [sim.run(BOBOS, TABLE, k, max_jobs=MAX_EVALS) for k in KEYS]
+
+
+@pytest.fixture(scope="module")
+def bobos_vmap():
+    return jax.vmap(lambda k: sim.run(BOBOS, TABLE, k, max_jobs=MAX_EVALS))(KEYS)
+
+
+# ----------------------------------------------------------------------------- NumPy oracles
+
+
+def np_posterior(state, Xq):
+    """Latent posterior mean and std of the standardised losses at ``Xq``."""
+    p = state.gp_params
+    amp, ls = float(np.exp(p.log_amplitude)), np.exp(np.asarray(p.log_lengthscales))
+    noise, mean = float(np.exp(p.log_noise)), float(p.mean)
+    m = np.asarray(state.mask)
+    X, y = np.asarray(state.X)[m], np.asarray(state.y)[m]
+    mu_y = y.mean() if len(y) else 0.0
+    sd_y = y.std() if len(y) >= 2 and y.var() > np.finfo(float).tiny else 1.0
+    z = (y - mu_y) / sd_y
+
+    def k(A, B):
+        r = np.sqrt(np.sum(((A[:, None, :] - B[None, :, :]) / ls) ** 2, axis=-1))
+        return amp * (1 + math.sqrt(5) * r + 5 / 3 * r**2) * np.exp(-math.sqrt(5) * r)
+
+    if len(y) == 0:
+        return np.full(len(Xq), mean), np.full(len(Xq), math.sqrt(amp))
+    K = k(X, X) + (noise + 10 * np.finfo(float).eps * amp) * np.eye(len(y))
+    Ks = k(Xq, X)
+    mu = mean + Ks @ np.linalg.solve(K, z - mean)
+    var = amp - np.sum(Ks * np.linalg.solve(K, Ks.T).T, axis=1)
+    return mu, np.sqrt(np.maximum(var, 0))
+
+
+def completed_best(jobs_before):
+    """Lowest loss of the evaluations that were not stopped (inf if none)."""
+    vals = [float(j["result"].value) for j in jobs_before if not bool(j["result"].stopped)]
+    return min(vals) if vals else math.inf
+
+
+# ----------------------------------------------------------------------------- tests
+
+
+def test_loop_scan_vmap_agree(bobos_loop, bobos_scan, bobos_vmap):
+    for s, (jobs, tr) in enumerate(zip(bobos_loop, bobos_scan)):
+        n = len(jobs)
+        assert int(tr.num_jobs) == n == MAX_EVALS
+        configs = [int(j["job"].config) for j in jobs]
+        epochs = [int(j["result"].epoch) for j in jobs]
+        stopped = [bool(j["result"].stopped) for j in jobs]
+        for t in (tr, jax.tree.map(lambda a, s=s: a[s], bobos_vmap)):
+            assert np.asarray(t.jobs.config)[:n].tolist() == configs
+            assert np.asarray(t.results.epoch)[:n].tolist() == epochs
+            assert np.asarray(t.results.stopped)[:n].tolist() == stopped
+            np.testing.assert_allclose(np.asarray(t.results.value)[:n], [float(j["result"].value) for j in jobs])
+            assert np.asarray(t.incumbents)[:n].tolist() == [int(j["info"].incumbent) for j in jobs]
+            np.testing.assert_allclose(np.asarray(t.infos.k1)[:n], [float(j["info"].k1) for j in jobs])
+            assert int(t.incumbent) == int(jobs[-1]["info"].incumbent)
+        assert len(set(configs)) == n  # a candidate is evaluated at most once
+
+
+def test_stop_decisions_match_oracle(bobos_loop):
+    num_stops = num_c1 = 0
+    for jobs in bobos_loop:
+        for j, rec in enumerate(jobs):
+            asked, c = rec["asked"], int(rec["job"].config)
+            active = j >= NUM_INIT
+            assert bool(asked.bos_active) == active
+            # C2's stds at [x, n / N], n = 1..N, from the GP that chose x.
+            Xq = np.concatenate([np.repeat(X_CAND[c][None], N, 0), (np.arange(1, N + 1) / N)[:, None]], 1)
+            _, sd = np_posterior(asked, Xq)
+            np.testing.assert_allclose(np.asarray(asked.sigma), sd, rtol=1e-6, atol=1e-9)
+            if active:
+                t = j - NUM_INIT + 1
+                np.testing.assert_allclose(float(asked.k1), float(bos.k1_schedule(t, 100.0, 0.95)), rtol=1e-12)
+                best = completed_best(jobs[:j])
+                assert float(asked.best_error) == (min(max(best, 0.0), 1.0) if math.isfinite(best) else 1.0)
+            for e, stop, state in rec["reports"]:
+                if not active or e <= N0:
+                    assert not stop
+                    continue
+                assert bool(state.table_ready)
+                running = float(np.mean(VALUES[c, N0:e]))
+                c1 = int(bos.decide(state.table, e, running)) == bos.ACTION_STOP
+                margin = sd[e - 1] - sd[N - 1] / 2.0
+                if abs(margin) < 1e-9:
+                    continue  # C2 at a float tie: not decidable by the oracle
+                expected = c1 and margin >= 0 and e < N
+                assert stop == expected, (j, e)
+                num_c1 += c1
+                num_stops += stop
+    assert num_stops >= 1 and num_c1 >= num_stops
+
+
+def test_stored_table_is_the_bos_solution(bobos_loop):
+    """The table in the state is bos.solve on the job's first N0 errors, y*, K1 and key."""
+    jobs = bobos_loop[0]
+    j = next(i for i, r in enumerate(jobs) if bool(r["result"].stopped))
+    rec = jobs[j]
+    c = int(rec["job"].config)
+    state = rec["reports"][N0 - 1][2]
+    best = completed_best(jobs[:j])
+    table = bos.solve(rec["asked"].bos_key, jnp.asarray(VALUES[c, :N0]), best, N,
+                      float(bos.k1_schedule(j - NUM_INIT + 1, 100.0, 0.95)), 99.0, 1.0,
+                      num_paths=2000, fit_steps=100)
+    np.testing.assert_array_equal(np.asarray(state.table.actions), np.asarray(table.actions))
+    np.testing.assert_array_equal(np.asarray(state.table.counts), np.asarray(table.counts))
+
+
+def test_gp_ucb_never_stops_and_picks_the_lcb_minimum(ucb_loop):
+    num_model = 0
+    for jobs in ucb_loop:
+        evaluated = set()
+        for j, rec in enumerate(jobs):
+            c = int(rec["job"].config)
+            assert c not in evaluated
+            assert not any(stop for _, stop, _ in rec["reports"])
+            assert not bool(rec["result"].stopped) and int(rec["result"].epoch) == N
+            if j >= NUM_INIT:
+                asked = rec["asked"]
+                mu, sd = np_posterior(asked, np.concatenate([X_CAND, np.ones((M, 1))], 1))
+                t = j + 1
+                beta = 0.2 * 2 * math.log(M * t * t * math.pi**2 / (6 * 0.1))
+                lcb = np.where([i in evaluated for i in range(M)], np.inf, mu - math.sqrt(beta) * sd)
+                order = np.sort(lcb)
+                assert bool(rec["info"].model_based)
+                if order[1] - order[0] > 1e-8:  # not a float tie
+                    assert c == int(np.argmin(lcb))
+                    num_model += 1
+            evaluated.add(c)
+    assert num_model >= 2 * (MAX_EVALS - NUM_INIT) - 2
+
+
+def test_budget_accounting(bobos_loop, ucb_loop, bobos_vmap):
+    spent = np.asarray(bobos_vmap.budget)
+    active = np.asarray(bobos_vmap.active)
+    assert spent.tolist() == np.sum(np.where(active, np.asarray(bobos_vmap.results.epoch), 0), axis=1).tolist()
+    for jobs_b, jobs_u, total in zip(bobos_loop, ucb_loop, spent):
+        b = sum(int(r["result"].epoch) for r in jobs_b)
+        u = sum(int(r["result"].epoch) for r in jobs_u)
+        assert b == int(total)
+        assert u == N * MAX_EVALS
+        assert b < u
+        # Only configurations that end worse than the incumbent are stopped here.
+        for r in jobs_b:
+            if bool(r["result"].stopped):
+                assert FINAL[int(r["job"].config)] == 0.8
+        inc = int(jobs_b[-1]["info"].incumbent)
+        assert FINAL[inc] == 0.2
+
+
+def test_gp_data_hold_the_intermediate_observations(bobos_loop):
+    state = bobos_loop[0][-1]["after"]
+    X, y, mask = np.asarray(state.X), np.asarray(state.y), np.asarray(state.mask)
+    K = len(INTER)
+    for i, rec in enumerate(bobos_loop[0]):
+        c, n_t = int(rec["job"].config), int(rec["result"].epoch)
+        rows = slice(i * (K + 1), (i + 1) * (K + 1))
+        want = [e for e in INTER if e < n_t]
+        got_mask = mask[rows]
+        assert got_mask[:K].tolist() == [e < n_t for e in INTER] and bool(got_mask[K])
+        np.testing.assert_allclose(y[rows][got_mask], [VALUES[c, e - 1] for e in want] + [VALUES[c, n_t - 1]])
+        np.testing.assert_allclose(X[rows][got_mask][:, -1], [e / N for e in want] + [n_t / N])
+        np.testing.assert_allclose(X[rows][got_mask][:, :-1], np.repeat(X_CAND[c][None], len(want) + 1, 0))
+    assert not mask[len(bobos_loop[0]) * (K + 1):].any()
+
+
+def test_dtype_follows_and_defaults():
+    pol = bo_bos(X_CAND.astype(np.float32), max_budget=50, max_evals=4, dtype=jnp.float32)
+    state = pol.init(jax.random.key(0))
+    assert state.X.dtype == state.y.dtype == state.table.losses.dtype == jnp.float32
+    p = pol.default_params()
+    assert p.kappa.dtype == jnp.float32 and p.num_init.dtype == jnp.int32
+    got = [p.kappa, p.k1_init, p.k1_gamma, p.k2, p.cost]
+    assert [float(a) for a in got] == [float(np.float32(v)) for v in (2, 100, 0.95, 99, 1)]
+    assert default_intermediate_epochs(50) == (1, 10, 20, 30, 40)
+    assert default_intermediate_epochs(100) == (1, 20, 40, 60, 80)
+    assert UCB.report is not None and gp_ucb(X_CAND, max_budget=N, max_evals=3).report is None
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(n0=N), "n0"),
+        (dict(n0=N + 3), "n0"),
+        (dict(kappa=0.0), "kappa"),
+        (dict(kappa=-1.0), "kappa"),
+        (dict(intermediate_epochs=(0, 5)), "intermediate_epochs"),
+        (dict(intermediate_epochs=(5, N)), "intermediate_epochs"),
+        (dict(intermediate_epochs=(3, 3)), "intermediate_epochs"),
+        (dict(max_evals=0), "max_evals"),
+        (dict(k1_gamma=1.5), "k1_gamma"),
+        (dict(k1_init=0.0), "k1_init"),
+        (dict(loss_lo=1.0, loss_hi=0.5), "loss_hi"),
+        (dict(mode="fast"), "mode"),
+        (dict(num_init=-1), "num_init"),
+        (dict(num_paths=0), "num_paths"),
+        (dict(max_budget=1), "max_budget"),
+    ],
+)
+def test_bad_inputs_raise(kwargs, match):
+    args = dict(max_budget=N, max_evals=5)
+    args.update(kwargs)
+    with pytest.raises((ValueError, TypeError), match=match):
+        bo_bos(X_CAND, **args)
+
+
+def test_bad_candidates_and_params_raise():
+    with pytest.raises(ValueError, match="candidates"):
+        bo_bos(X_CAND + 1.0, max_budget=N, max_evals=5)
+    with pytest.raises(ValueError, match="candidates"):
+        gp_ucb(X_CAND[:, 0], max_budget=N, max_evals=5)
+    with pytest.raises(TypeError, match="intermediate_epochs"):
+        bo_bos(X_CAND, max_budget=N, max_evals=5, intermediate_epochs=(1.5,))
+    p = BOBOS.default_params()
+    with pytest.raises(ValueError, match="kappa"):
+        BOBOS.init(jax.random.key(0), p._replace(kappa=jnp.asarray(0.0)))
+    with pytest.raises(TypeError, match="params"):
+        BOBOS.init(jax.random.key(0), dict(p._asdict()))
+    assert isinstance(p, BoBosParams)
