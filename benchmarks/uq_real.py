@@ -249,6 +249,7 @@ def main(argv=None):
                     red=red, frac=frac,
                     hit_p=float(np.mean(final_p == 0)), hit_u=float(np.mean(final_u == 0)),
                     term=bool(plain["terminated"].all() and run["terminated"].all()),
+                    term_p=float(plain["terminated"].mean()), term_u=float(run["terminated"].mean()),
                 ))
                 curves[(name, kind, variant)] = (grid / budget, mean_p, mean_u,
                                                  any_p.std(0, ddof=1) / np.sqrt(seeds),
@@ -301,7 +302,11 @@ def write(args, rows, curves, timings, seeds, total, skipped):
             f"{paper[0]}% / {paper[1]}% | {100 * r['hit_p']:.0f}% / {100 * r['hit_u']:.0f}% |"
         )
     if not all(r["term"] for r in rows):
-        lines.append("\nWarning: some runs did not terminate within max_jobs.")
+        lines.append("\nWarning: some runs did not terminate within max_jobs (share of runs that did, plain / UQ):")
+        for r in rows:
+            if not r["term"]:
+                lines.append(f"- {r['data']} {LABEL[r['kind']]} ({r['variant']}): "
+                             f"{100 * r['term_p']:.1f}% / {100 * r['term_u']:.1f}%")
     lines += ["", "Timings (seconds): compile / run (all variants) of the vmapped simulation", "",
               "| data | policy | compile | run |", "|---|---|---|---|"]
     for name, kind, uq, tc, tr in timings:
