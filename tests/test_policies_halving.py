@@ -25,15 +25,15 @@ KINDS = ("sh", "hyperband", "bohb", "subsampling")
 CASES = [(k, uq) for k in KINDS for uq in (False, True)]
 
 
-def make_table(seed, ragged):
-    """Crossing exponential-decay curves with noise; ragged curves end at 8..27 epochs."""
+def make_table(seed, ragged, min_length=8, max_length=T):
+    """Crossing exponential-decay curves with noise; ragged curves end at min_length..max_length epochs."""
     rng = np.random.default_rng(seed)
     t = np.arange(1, T + 1)
     final = rng.uniform(0.1, 0.5, N)
     amp = rng.uniform(0.2, 1.0, N)
     rate = rng.uniform(0.05, 0.5, N)
     values = final[:, None] + amp[:, None] * np.exp(-rate[:, None] * t) + 0.02 * rng.normal(size=(N, T))
-    lengths = rng.integers(8, T + 1, N) if ragged else np.full(N, T)
+    lengths = rng.integers(min_length, max_length + 1, N) if ragged else np.full(N, T)
     mask = t[None, :] <= lengths[:, None]
     configs = rng.uniform(size=(N, 2))
     # Always pass a mask so both tables share one compiled program.
@@ -42,6 +42,10 @@ def make_table(seed, ragged):
 
 FULL, FULL_LEN = make_table(1, ragged=False)
 RAGGED, RAGGED_LEN = make_table(2, ragged=True)
+# Curves of 1-2 epochs: brackets run out of trainable members before their last rung and
+# must hand over to the next bracket's first round.
+SHORT, SHORT_LEN = make_table(3, ragged=True, min_length=1, max_length=2)
+TABLES = {"full": (FULL, FULL_LEN), "ragged": (RAGGED, RAGGED_LEN), "short": (SHORT, SHORT_LEN)}
 KEYS = jax.random.split(jax.random.key(11), 3)
 
 
@@ -67,7 +71,7 @@ MAX_JOBS = max(schedule(k, uq).max_jobs for k, uq in CASES)
 
 @functools.cache
 def batch_run(kind, uq, table_name):
-    table = FULL if table_name == "full" else RAGGED
+    table = TABLES[table_name][0]
     p = make_policy(kind, uq)
     trace = jax.vmap(lambda k: sim.run(p, table, k, max_jobs=MAX_JOBS))(KEYS)
     return jax.tree_util.tree_map(np.asarray, trace)  # NumPy: cheap slicing in the checks
@@ -310,13 +314,13 @@ def test_loop_scan_vmap_agree(kind, uq):
 
 @pytest.mark.parametrize("kind", ["sh", "hyperband", "bohb"])
 @pytest.mark.parametrize("uq", [False, True])
-@pytest.mark.parametrize("table_name", ["full", "ragged"])
+@pytest.mark.parametrize("table_name", ["full", "ragged", "short"])
 def test_halving_matches_numpy_replay(kind, uq, table_name):
     """Every job (config, start, budget), the budget and the incumbent equal a NumPy
     replay of the rules, given the configurations each bracket sampled. For the plain
     versions on full curves this is textbook successive halving; for the UQ versions
     the keep counts come from confidence.keep_count on NumPy window statistics."""
-    table, lengths = (FULL, FULL_LEN) if table_name == "full" else (RAGGED, RAGGED_LEN)
+    table, lengths = TABLES[table_name]
     values = np.asarray(table.values)
     sched = schedule(kind, uq)
     batch = batch_run(kind, uq, table_name)

@@ -611,6 +611,7 @@ def _halving_policy(
     cap = max(b.sizes[0] for b in brackets)
     levels = sorted({r for b in brackets for r in b.budgets})
     rows = []  # one row per global round
+    first_round = np.cumsum([0] + [len(b.sizes) for b in brackets])  # first global round of each bracket
     for bi, b in enumerate(brackets):
         s = len(b.sizes)
         for i in range(s):
@@ -627,13 +628,14 @@ def _halving_policy(
                 level_idx=levels.index(b.budgets[i]),
                 final_level=b.budgets[-1],
                 rest=sum(b.round_budgets[i + 1:]),
+                next_start=first_round[bi + 1],
             ))
     G = len(rows)
     col = lambda k, dt=np.int32: np.array([r[k] for r in rows], dt)  # noqa: E731
     R_LAST, R_BRACKET, R_N0 = col("last", bool), col("bracket"), col("n0")
     R_SIZE_NEXT, R_C, R_C_NEXT = col("size_next"), col("c"), col("c_next")
     R_LEVEL, R_LEVEL_NEXT, R_LEVEL_IDX = col("level"), col("level_next"), col("level_idx")
-    R_FINAL_LEVEL, R_REST = col("final_level"), col("rest")
+    R_FINAL_LEVEL, R_REST, R_NEXT_START = col("final_level"), col("rest"), col("next_start")
     tpe = sampler == "tpe"
     width = window + 1 if uq else 0
     m_rec = schedule.max_jobs if tpe else 0
@@ -773,8 +775,10 @@ def _halving_policy(
             unspent=(s.unspent + s.carry + table(R_REST, g)).astype(jnp.int32),
             carry=jnp.zeros((), jnp.int32),
         )
-        final = g >= G - 1
-        nxt = start_bracket(s, jnp.minimum(g + 1, G - 1))
+        # the next bracket starts at its own first round, also when this one ended early
+        following = table(R_NEXT_START, g)
+        final = following >= G
+        nxt = start_bracket(s, jnp.minimum(following, G - 1))
         return jax.tree_util.tree_map(lambda a, b: jnp.where(final, a, b), s._replace(done=jnp.asarray(True)), nxt)
 
     record_j, keep_inputs_j, apply_keep_j, end_bracket_j = (
