@@ -47,8 +47,6 @@ os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false")
 
 import argparse  # noqa: E402
 import json  # noqa: E402
-import platform  # noqa: E402
-import subprocess  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 from datetime import datetime, timezone  # noqa: E402
@@ -60,7 +58,7 @@ import jax  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from datasets import lcbench_curves, lcbench_from_unit, load_opda  # noqa: E402
+from realcurves import CurveData, anytime_error, fraction_to_match, load_curves, machine, se  # noqa: E402
 
 from jaxstop import sim  # noqa: E402
 from jaxstop.policies.bo_bos import bo_bos, default_intermediate_epochs, gp_ucb  # noqa: E402
@@ -72,34 +70,7 @@ POLICIES = ("bobos", "gpucb", "hyperband")
 LABEL = {"bobos": "BO-BOS", "gpucb": "GP-UCB", "hyperband": "Hyperband"}
 
 
-class Data:
-    def __init__(self, name, values, mask, configs):
-        self.name = name
-        self.values = np.asarray(values, np.float32)
-        self.mask = np.asarray(mask, bool)
-        self.configs = np.clip(np.asarray(configs, np.float32), 0.0, 1.0)
-        lengths = self.mask.sum(1)
-        self.final = self.values[np.arange(len(lengths)), lengths - 1]
-        self.best = float(self.final.min())
-        self.table = sim.CurveTable(np.where(self.mask, self.values, 0.0).astype(np.float32), self.mask,
-                                    None, self.configs)
-
-    @property
-    def shape(self):
-        return self.values.shape
-
-
-def load(name: str, rng: np.random.Generator) -> Data:
-    if name == "alexnet":
-        c = load_opda(name)
-        return Data(name, c.values, c.mask, c.configs)
-    task = name.split("-", 1)[1]
-    u = rng.uniform(size=(1000, 7))
-    curves = lcbench_curves(task, lcbench_from_unit(u), epochs=50)
-    return Data(name, curves.val_error, np.ones(curves.val_error.shape, bool), u)
-
-
-def make(kind: str, data: Data, args):
+def make(kind: str, data: CurveData, args):
     n, t = data.shape
     common = dict(max_budget=t, max_evals=args.max_evals, num_init=args.num_init,
                   gp_fit_steps=args.gp_fit_steps, dtype=np.float32)
@@ -142,46 +113,10 @@ def simulate(kind, data, keys, args):
     return out, (t1 - t0, t2 - t1)
 
 
-def anytime(run, data: Data, grid):
-    """Best validation error (the incumbent's fully-trained error) at each budget of ``grid``;
-    before the first incumbent, the mean final error of the table (a random pick)."""
-    res = np.empty((run["spent"].shape[0], grid.size))
-    for i in range(res.shape[0]):
-        idx = np.searchsorted(run["spent"][i], grid, side="right") - 1
-        inc = np.where(idx >= 0, run["incumbents"][i][np.maximum(idx, 0)], -1)
-        res[i] = np.where(inc >= 0, data.final[np.maximum(inc, 0)], data.final.mean())
-    return res
-
-
-def fraction_to_match(curve, target, grid, reference):
-    """Smallest budget (relative to ``reference``) from which ``curve`` stays <= target."""
-    ok = curve <= target + 1e-12
-    if not ok[-1]:
-        return float("nan")
-    bad = np.flatnonzero(~ok)
-    first = 0 if bad.size == 0 else bad[-1] + 1
-    return float(grid[first] / reference)
-
-
 def show_fraction(frac):
     if frac is None:
         return "(reference)"
     return "n/r" if not np.isfinite(frac) else f"{100 * frac:.1f}%"
-
-
-def machine():
-    model = platform.processor() or platform.machine()
-    try:
-        for line in subprocess.run(["lscpu"], capture_output=True, text=True, check=False).stdout.splitlines():
-            if line.startswith("Model name"):
-                model = line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return f"{model}, {os.cpu_count()} logical CPUs, {platform.system()} {platform.release()}"
-
-
-def se(x):
-    return float(np.std(x, ddof=1) / np.sqrt(len(x))) if len(x) > 1 else float("nan")
 
 
 def main(argv=None):
@@ -224,7 +159,7 @@ def main(argv=None):
     rows, curves, timings = [], {}, []
     t_start = time.perf_counter()
     for name in names:
-        data = load(name, rng)
+        data = load_curves(name, rng, lcbench_epochs=50)
         n, t = data.shape
         print(f"{name}: {n} configs x {t} epochs, best final error {data.best:.4f}, "
               f"intermediate epochs {default_intermediate_epochs(t)}", flush=True)
@@ -237,7 +172,7 @@ def main(argv=None):
         top = max(float(r["budget"].max()) for r in runs.values())
         grid = np.linspace(0.0, top, 401)
         ref = float(runs["gpucb"]["budget"].mean())
-        means = {kind: anytime(runs[kind], data, grid) for kind in POLICIES}
+        means = {kind: anytime_error(runs[kind], data, grid) for kind in POLICIES}
         final_ucb = data.final[runs["gpucb"]["incumbent"]].mean()
         for kind in POLICIES:
             run = runs[kind]

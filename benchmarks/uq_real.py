@@ -43,8 +43,6 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false")
 
 import argparse  # noqa: E402
-import platform  # noqa: E402
-import subprocess  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 from datetime import datetime, timezone  # noqa: E402
@@ -57,7 +55,7 @@ import jax.numpy as jnp  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from datasets import lcbench_curves, lcbench_from_unit, load_opda  # noqa: E402
+from realcurves import CurveData, anytime_error, fraction_to_match, load_curves, machine, se  # noqa: E402
 
 from jaxstop import sim  # noqa: E402
 from jaxstop.policies.halving import bohb, halving_schedule, hyperband, sh  # noqa: E402
@@ -73,34 +71,7 @@ PAPER_REDUCTION = "21-55%"
 LCBENCH_TASKS = ("3945", "7593", "126025")
 
 
-class Data:
-    def __init__(self, name, values, mask, configs):
-        self.name = name
-        self.values = np.asarray(values, np.float32)
-        self.mask = np.asarray(mask, bool)
-        self.configs = np.clip(np.asarray(configs, np.float32), 0.0, 1.0)
-        lengths = self.mask.sum(1)
-        self.final = self.values[np.arange(len(lengths)), lengths - 1]
-        self.best = float(self.final.min())
-        self.table = sim.CurveTable(np.where(self.mask, self.values, 0.0).astype(np.float32), self.mask,
-                                    None, self.configs)
-
-    @property
-    def shape(self):
-        return self.values.shape
-
-
-def load(name: str, rng: np.random.Generator) -> Data:
-    if name in ("alexnet", "deberta"):
-        c = load_opda(name)
-        return Data(name, c.values, c.mask, c.configs)
-    task = name.split("-", 1)[1]
-    u = rng.uniform(size=(1000, 7))
-    curves = lcbench_curves(task, lcbench_from_unit(u), epochs=52)
-    return Data(name, curves.val_error, np.ones(curves.val_error.shape, bool), u)
-
-
-def make(kind: str, uq: bool, data: Data):
+def make(kind: str, uq: bool, data: CurveData):
     n, t = data.shape
     if kind == "sh":
         return sh(n, t, 3, uq)
@@ -111,7 +82,7 @@ def make(kind: str, uq: bool, data: Data):
     return subsampling(n, t, 3, uq)
 
 
-def profiled_delta_sigma(data: Data, rng: np.random.Generator, num: int = 10, window: int = 10) -> float:
+def profiled_delta_sigma(data: CurveData, rng: np.random.Generator, num: int = 10, window: int = 10) -> float:
     """Offline profiling of the uncertainty's decline (Liu et al., App. C): the mean
     windowed std of ``num`` fully trained curves, sigma(t), and its average decrease
     per epoch from its peak to the end, ``(sigma(t_peak) - sigma(T)) / (T - t_peak)``."""
@@ -154,43 +125,6 @@ def simulate(kind, uq, data, keys, params_list):
     return outs, (t1 - t0, t2 - t1)
 
 
-def anytime(run, data: Data, grid):
-    """Regret (percentage points) of the incumbent at each budget of ``grid``, per run."""
-    random_regret = float(data.final.mean() - data.best)
-    res = np.empty((run["spent"].shape[0], grid.size))
-    for i in range(res.shape[0]):
-        idx = np.searchsorted(run["spent"][i], grid, side="right") - 1
-        inc = np.where(idx >= 0, run["incumbents"][i][np.maximum(idx, 0)], -1)
-        reg = np.where(inc >= 0, data.final[np.maximum(inc, 0)] - data.best, random_regret)
-        res[i] = 100.0 * reg
-    return res
-
-
-def fraction_to_match(curve_uq, target, grid, budget):
-    """Smallest budget (fraction of ``budget``) from which curve_uq stays <= target."""
-    ok = curve_uq <= target + 1e-12
-    if not ok[-1]:
-        return np.nan
-    bad = np.flatnonzero(~ok)
-    first = 0 if bad.size == 0 else bad[-1] + 1
-    return grid[first] / budget
-
-
-def machine():
-    model = platform.processor() or platform.machine()
-    try:
-        for line in subprocess.run(["lscpu"], capture_output=True, text=True, check=False).stdout.splitlines():
-            if line.startswith("Model name"):
-                model = line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return f"{model}, {os.cpu_count()} logical CPUs, {platform.system()} {platform.release()}"
-
-
-def se(x):
-    return float(np.std(x, ddof=1) / np.sqrt(len(x))) if len(x) > 1 else float("nan")
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="AlexNet only, 32 seeds")
@@ -217,7 +151,7 @@ def main(argv=None):
     rows, curves, timings = [], {}, []
     t_start = time.perf_counter()
     for name in names:
-        data = load(name, rng)
+        data = load_curves(name, rng, lcbench_epochs=52)
         print(f"{name}: {data.shape[0]} configs x {data.shape[1]} epochs, best final error {data.best:.4f}",
               flush=True)
         delta = profiled_delta_sigma(data, rng)
@@ -234,10 +168,10 @@ def main(argv=None):
                   f"runs {timings[-2][4]:.1f} / {tr:.1f} s", flush=True)
             budget = float(halving_schedule(kind, *data.shape, 3).total_budget)
             grid = np.linspace(0.0, budget, grid_n)
-            any_p = anytime(plain, data, grid)
+            any_p = 100.0 * (anytime_error(plain, data, grid) - data.best)
             final_p = 100.0 * (data.final[plain["incumbent"]] - data.best)
             for (variant, _), run in zip(variants, outs):
-                any_u = anytime(run, data, grid)
+                any_u = 100.0 * (anytime_error(run, data, grid) - data.best)
                 final_u = 100.0 * (data.final[run["incumbent"]] - data.best)
                 mean_p, mean_u = any_p.mean(0), any_u.mean(0)
                 frac = fraction_to_match(mean_u, final_p.mean(), grid, budget)
