@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 from jax import custom_batching
 
-__all__ = ["cholesky", "tri_inv"]
+__all__ = ["cholesky", "eigh", "tri_inv"]
 
 
 def _cpu_sequential(custom_fn, raw_fn):
@@ -53,6 +53,28 @@ def _chol_vmap_rule(axis_size, in_batched, K):
     if not batched:
         return _chol_batched(K), False
     return _cpu_sequential(_chol_batched, _chol_raw)(K), True
+
+
+@custom_batching.custom_vmap
+def eigh(A: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """Eigenvalues (ascending) and eigenvectors of a symmetric matrix; vmap-safe on CPU.
+
+    Not differentiable (its users only draw samples with the factor).
+    """
+    return _eigh_raw(A)
+
+
+def _eigh_raw(A):
+    evals, evecs = jnp.linalg.eigh(A)
+    return evals, evecs
+
+
+@eigh.def_vmap
+def _eigh_vmap_rule(axis_size, in_batched, A):
+    (batched,) = in_batched
+    if not batched:
+        return eigh(A), (False, False)
+    return _cpu_sequential(eigh, _eigh_raw)(A), (True, True)
 
 
 @custom_batching.custom_vmap

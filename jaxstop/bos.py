@@ -55,7 +55,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import tinygp
-from jax import custom_batching, lax
+from jax import lax
 from jax.typing import ArrayLike
 
 from jaxstop import _checks, _linalg
@@ -385,30 +385,9 @@ class Paths(NamedTuple):
     valid: jax.Array
 
 
-def _eigh_raw(cov):
-    evals, evecs = jnp.linalg.eigh(cov)
-    return evals, evecs
-
-
-@custom_batching.custom_vmap
-def _eigh(cov):
-    return _eigh_raw(cov)
-
-
-@_eigh.def_vmap
-def _eigh_vmap_rule(axis_size, in_batched, cov):
-    # Like jaxstop._linalg: on CPU a lax.map of the unbatched call instead of one
-    # batched LAPACK call, which can stall XLA's thread pool inside loops.
-    (batched,) = in_batched
-    if not batched:
-        return _eigh(cov), (False, False)
-    out = lax.platform_dependent(cov, cpu=lambda c: lax.map(_eigh, c), default=jax.vmap(_eigh_raw))
-    return out, (True, True)
-
-
 def _factor(cov: jax.Array, rank: int | None):
     """Factor ``F`` with ``F @ F.T ~= cov``, shape (T, rank); dropped variance fraction."""
-    evals, evecs = _eigh(cov)
+    evals, evecs = _linalg.eigh(cov)
     evals = jnp.clip(evals, 0.0, None)
     T = cov.shape[0]
     r = T if rank is None else min(rank, T)

@@ -53,3 +53,14 @@ def test_batched_calls_are_not_batched_lapack_on_cpu(key):
     hlo2 = jax.jit(jax.vmap(jax.vmap(_linalg.cholesky))).lower(K2).as_text()
     assert 'num_batch_dims = "1"' not in hlo2 and 'num_batch_dims = "2"' not in hlo2
     np.testing.assert_allclose(jax.vmap(jax.vmap(_linalg.cholesky))(K2)[1], np.linalg.cholesky(np.asarray(K)), rtol=1e-12)
+
+
+def test_eigh_vmap_matches_loop_and_reconstructs(rng):
+    A = rng.normal(size=(5, 6, 6))
+    A = A @ np.swapaxes(A, 1, 2) + np.eye(6)
+    evals, evecs = jax.jit(jax.vmap(_linalg.eigh))(jnp.asarray(A))
+    for i in range(len(A)):
+        w, v = np.linalg.eigh(A[i])
+        np.testing.assert_allclose(np.asarray(evals[i]), w, rtol=1e-10)
+        recon = np.asarray(evecs[i]) @ np.diag(np.asarray(evals[i])) @ np.asarray(evecs[i]).T
+        np.testing.assert_allclose(recon, A[i], rtol=1e-10, atol=1e-10)
