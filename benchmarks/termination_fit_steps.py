@@ -1,0 +1,90 @@
+"""How far the fixed-cost GP fit is from a converged one: regret bound against fit steps.
+
+:func:`jaxstop.regret.fit_regret_bound` fits the GP with a fixed number of
+quasi-Newton steps (``fit_steps``, default 20) so that every study in a batch
+costs the same. This script measures what that costs in accuracy, on the
+synthetic studies of ``bench_termination.py``: for each study the bound from
+``fit_steps`` in {5, 12, 20, 40} (cold start, gp's default hyperparameters)
+and from 5 steps warm-started at the same study's fit one trial earlier (what
+a running study or a replay uses), against a reference fit of 200 steps. The
+candidates (512 random points, refined) are drawn with the same key in every
+fit, so the differences come from the fit alone.
+
+Usage::
+
+    python benchmarks/termination_fit_steps.py            # 16 studies per (n, d)
+    python benchmarks/termination_fit_steps.py --quick    # 4 studies, n = 100 only
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sys
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+jax.config.update("jax_enable_x64", True)
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from bench_termination import make_study  # noqa: E402
+
+from jaxstop import regret  # noqa: E402
+
+KEY = jax.random.key(3)
+REFERENCE = 200
+COLD = (5, 12, 20, 40)
+WARM = 5
+
+
+def _bound(X, y, **kw):
+    return float(regret.fit_regret_bound(KEY, X, y, **kw).bound.bound)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--studies", type=int, default=None)
+    ap.add_argument("--out", default=str(HERE / "out" / "termination_fit_steps.md"))
+    args = ap.parse_args(argv)
+    studies = args.studies or (4 if args.quick else 16)
+    cases = [(100, 3)] if args.quick else [(100, 3), (200, 3), (200, 9)]
+    rng = np.random.default_rng(7)
+    rows = []
+    for n, d in cases:
+        rel = {k: [] for k in [*(f"cold {s}" for s in COLD), f"warm {WARM}"]}
+        for _ in range(studies):
+            X, y = map(jnp.asarray, make_study(rng, n, d))
+            ref = _bound(X, y, fit_steps=REFERENCE)
+            prev = regret.fit_regret_bound(KEY, X, y, jnp.arange(n) < n - 1).params
+            for s in COLD:
+                rel[f"cold {s}"].append(abs(_bound(X, y, fit_steps=s) / ref - 1))
+            rel[f"warm {WARM}"].append(abs(_bound(X, y, init=prev, fit_steps=WARM) / ref - 1))
+        for k, vals in rel.items():
+            r = np.asarray(vals)
+            rows.append((n, d, k, np.median(r), np.quantile(r, 0.9), r.max()))
+            print(f"n={n} d={d} {k}: |bound / bound_{REFERENCE} - 1| median {np.median(r):.3f}, "
+                  f"90% {np.quantile(r, 0.9):.3f}, max {r.max():.3f}", flush=True)
+    lines = [
+        "# Regret bound against GP fit steps", "",
+        (f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores; "
+         f"jax {jax.__version__}; float64; {studies} synthetic studies per (n, d) "
+         f"(bench_termination.make_study); reference: {REFERENCE} steps; "
+         "candidates: 512 random points (same key), refined."),
+        "",
+        "| n | d | fit | median rel. diff | 90% | max |",
+        "|---|---|---|---|---|---|",
+    ]
+    lines += [f"| {n} | {d} | {k} | {a:.3f} | {b:.3f} | {c:.3f} |" for n, d, k, a, b, c in rows]
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text("\n".join(lines) + "\n")
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
