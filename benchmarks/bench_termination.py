@@ -6,8 +6,8 @@ torch, one thread). jaxstop runs :func:`jaxstop.regret.fit_regret_bound` on the 
 synthetic studies, cold (gp's default start, no warm start) like Optuna:
 
 * ``jaxstop`` -- the defaults: top set gathered into a fixed capacity, a fixed-cost
-  quasi-Newton fit on the analytic gradient, 1,024 random points plus 20 batched
-  gradient steps on the LCB;
+  quasi-Newton fit on the analytic gradient, 512 random points plus 10 batched
+  projected gradient steps on the LCB from the 8 best of them;
 * ``jaxstop (Optuna settings)`` -- 2,048 random points, no refinement, zero GP mean;
 * ``jaxstop warm`` -- as in a running study: the fit starts from the hyperparameters
   fitted one trial earlier (on the first n - 1 trials, not timed) and takes 5 steps.

@@ -9,6 +9,14 @@ returns (seen with jaxlib 0.10 on a 2-core machine). The functions here give
 the batched case a rule that, on CPU, maps the unbatched call over the batch
 with ``lax.map``; other platforms keep the batched kernels. Derivatives are
 defined by custom JVPs, so ``grad`` and ``vmap`` compose in any order.
+
+Inverses are blocked: :func:`tri_inv` splits a triangular matrix 2 x 2 and
+recurses, so all but the small diagonal leaves are matrix products, and
+:func:`inv_from_cholesky` forms ``L^-T L^-1`` the same way (the order of
+LAPACK's ``trtri`` and ``lauum``). Together with the Cholesky factor that is
+``n^3`` flops for ``K^-1`` instead of the ``10/3 n^3`` of a triangular solve
+against the identity and a dense product, and matrix products are what XLA
+runs fastest on every platform.
 """
 
 from __future__ import annotations
@@ -17,7 +25,11 @@ import jax
 import jax.numpy as jnp
 from jax import custom_batching
 
-__all__ = ["cholesky", "eigh", "tri_inv"]
+__all__ = ["cholesky", "eigh", "inv_from_cholesky", "tri_inv"]
+
+# Blocks of at most this size are inverted by a triangular solve; larger ones recurse.
+_LEAF = 32
+_HIGHEST = jax.lax.Precision.HIGHEST
 
 
 def _cpu_sequential(custom_fn, raw_fn):
@@ -103,21 +115,62 @@ def cholesky(K: jax.Array) -> jax.Array:
 def _cholesky_jvp(primals, tangents):
     (K,), (dK,) = primals, tangents
     L = _chol_batched(K)
-    Linv = _tri_inv_batched(L)
+    Linv = _tri_inv_blocked(L)
     dK = 0.5 * (dK + dK.T)
-    tmp = Linv @ dK @ Linv.T
+    tmp = _mm(_mm(Linv, dK), Linv.T)
     phi = jnp.tril(tmp) - 0.5 * jnp.diag(jnp.diagonal(tmp))
     return L, L @ phi
 
 
+def _mm(a, b):
+    return jnp.matmul(a, b, precision=_HIGHEST)
+
+
+def _tri_inv_blocked(L):
+    """``L^-1`` for lower-triangular ``L``: with ``L = [[A, 0], [B, C]]``,
+    ``L^-1 = [[A^-1, 0], [-C^-1 B A^-1, C^-1]]``; leaves by a triangular solve."""
+    n = L.shape[-1]
+    if n <= _LEAF:
+        return _tri_inv_batched(L)
+    h = n // 2
+    Ai = _tri_inv_blocked(L[:h, :h])
+    Ci = _tri_inv_blocked(L[h:, h:])
+    Bi = -_mm(Ci, _mm(L[h:, :h], Ai))
+    return jnp.block([[Ai, jnp.zeros((h, n - h), L.dtype)], [Bi, Ci]])
+
+
+def _lower_gram(M):
+    """``M^T M`` for lower-triangular ``M``: with ``M = [[P, 0], [Q, R]]``,
+    ``M^T M = [[P^T P + Q^T Q, Q^T R], [R^T Q, R^T R]]`` (LAPACK's ``lauum`` order)."""
+    n = M.shape[-1]
+    if n <= _LEAF:
+        return _mm(M.T, M)
+    h = n // 2
+    P, Q, R = M[:h, :h], M[h:, :h], M[h:, h:]
+    top_left = _lower_gram(P) + _mm(Q.T, Q)
+    top_right = _mm(Q.T, R)
+    return jnp.block([[top_left, top_right], [top_right.T, _lower_gram(R)]])
+
+
 @jax.custom_jvp
 def tri_inv(L: jax.Array) -> jax.Array:
-    """Inverse of a lower-triangular ``L``, shape (n, n)."""
-    return _tri_inv_batched(L)
+    """Inverse of a lower-triangular ``L``, shape (n, n) (blocked; see the module doc)."""
+    return _tri_inv_blocked(L)
 
 
 @tri_inv.defjvp
 def _tri_inv_jvp(primals, tangents):
     (L,), (dL,) = primals, tangents
-    Linv = _tri_inv_batched(L)
-    return Linv, -Linv @ jnp.tril(dL) @ Linv
+    Linv = _tri_inv_blocked(L)
+    return Linv, -_mm(_mm(Linv, jnp.tril(dL)), Linv)
+
+
+def inv_from_cholesky(L: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """``(L^-1, K^-1)`` for the lower Cholesky factor ``L`` of ``K = L L^T``.
+
+    ``K^-1 = L^-T L^-1`` is formed blockwise from the triangular structure (half the
+    flops of a dense product) and is exactly symmetric. Differentiable (through
+    :func:`tri_inv` and matrix products).
+    """
+    Linv = tri_inv(L)
+    return Linv, _lower_gram(Linv)

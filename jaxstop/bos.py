@@ -190,8 +190,7 @@ def _nll_and_grad(u, x, y, noise_var, constant_mean: bool):
     n = y.shape[0]
     K0 = ExpDecayKernel(alpha, beta)(x, x)
     L = _linalg.cholesky(K0 + noise_var * jnp.eye(n, dtype=y.dtype))
-    Linv = _linalg.tri_inv(L)
-    Kinv = jnp.matmul(Linv.T, Linv, precision=hi)
+    _, Kinv = _linalg.inv_from_cholesky(L)
     resid = y - mean
     a = jnp.matmul(Kinv, resid, precision=hi)
     value = 0.5 * jnp.dot(resid, a, precision=hi) + jnp.sum(jnp.log(jnp.diagonal(L)))

@@ -384,18 +384,26 @@ _predict_jit = jax.jit(_predict)
 def _lml_parts(p: GPParams, X, y, mask):
     """Log marginal likelihood and the pieces its gradient needs (one factorisation)."""
     dt = X.dtype
-    Kf, K = _gram(p, X, mask)
-    L = _linalg.cholesky(K)
-    Linv = _tri_inv(L)
-    Kinv = Linv.T @ Linv
+    both = mask[:, None] & mask[None, :]
+    # The Matern-5/2 Gram matrix and dK/dr^2 = -(5/6) amp H, H = (1 + sqrt5 r) exp(-sqrt5 r),
+    # from one distance matrix and one exp.
+    inv_ls = jnp.exp(-p.log_lengthscales)
+    Xs = X * inv_ls[None, :]
+    r2 = _sq_dist(Xs, Xs)
+    dist = jnp.sqrt(r2 + jnp.finfo(r2.dtype).tiny)
+    e = jnp.exp(-_SQRT5 * dist)
+    H = jnp.where(both, (1 + _SQRT5 * dist) * e, 0)
+    Kf = jnp.where(both, jnp.exp(p.log_amplitude) * (H + (5.0 / 3.0) * r2 * e), 0)
+    diag = jnp.where(mask, jnp.exp(p.log_noise) + _base_jitter(p, dt), 1)
+    L = _linalg.cholesky(Kf + jnp.diag(diag))
+    _, Kinv = _linalg.inv_from_cholesky(L)
     r = jnp.where(mask, y - p.mean, 0)
     alpha = jnp.where(mask, Kinv @ r, 0)
     logdet = jnp.sum(jnp.where(mask, jnp.log(jnp.diagonal(L)), 0))
     n = jnp.sum(mask).astype(dt)
     value = -0.5 * jnp.dot(r, alpha) - logdet - 0.5 * n * _LOG_2PI
-    both = mask[:, None] & mask[None, :]
     W = jnp.where(both, alpha[:, None] * alpha[None, :] - Kinv, 0)
-    return value, (Kf, W, alpha)
+    return value, (Kf, H, W, alpha)
 
 
 @jax.custom_vjp
@@ -406,24 +414,19 @@ def _lml(p: GPParams, X, y, mask):
 
 
 def _lml_fwd(p, X, y, mask):
-    value, (Kf, W, alpha) = _lml_parts(p, X, y, mask)
-    return value, (p, X, mask, Kf, W, alpha)
+    value, (Kf, H, W, alpha) = _lml_parts(p, X, y, mask)
+    return value, (p, X, Kf, H, W, alpha)
 
 
 def _lml_bwd(res, g):
     # d lml / d theta = 0.5 tr(W dK/dtheta), W = alpha alpha^T - K^-1 (real block).
-    p, X, mask, Kf, W, alpha = res
+    p, X, Kf, H, W, alpha = res
     amp = jnp.exp(p.log_amplitude)
     inv_ls2 = jnp.exp(-2 * p.log_lengthscales)
     d_amp = 0.5 * jnp.sum(W * Kf)
     d_noise = 0.5 * jnp.exp(p.log_noise) * jnp.trace(W)
     d_mean = jnp.sum(alpha)
-    # Matern-5/2: dK/dr^2 = -(5/6) amp (1 + sqrt5 r) exp(-sqrt5 r) =: -(5/6) amp H.
-    inv_ls = jnp.exp(-p.log_lengthscales)
-    Xs = X * inv_ls[None, :]
-    r2 = _sq_dist(Xs, Xs)
-    r = jnp.sqrt(r2 + jnp.finfo(r2.dtype).tiny)
-    H = jnp.where(mask[:, None] & mask[None, :], (1 + _SQRT5 * r) * jnp.exp(-_SQRT5 * r), 0)
+    # Matern-5/2: dK/dr^2 = -(5/6) amp H (H from the forward pass, zero off the real block).
     M = W * H  # symmetric
     rowsum = jnp.sum(M, axis=1)
     MX = M @ X  # (n, d)
