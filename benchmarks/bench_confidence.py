@@ -6,7 +6,9 @@ Compares, in one run and on the same inputs,
   (a batch of problems), compiled once; compile time is reported separately;
 * ``numpy``    -- a vectorised NumPy / scipy.special implementation of the SAME
   quadrature (same graded Gauss-Legendre rule, same formulas, written below),
-  vectorised over candidates, nodes and problems;
+  vectorised over candidates, nodes and problems, once over all candidates and
+  once (``numpy, relevant only``) over only the candidates with
+  ``mu - 9 sigma < min(mu + 9 sigma)``, the ones jaxstop evaluates;
 * ``scipy quad`` -- ``scipy.integrate.quad`` per candidate on the defining
   integral (the accuracy reference), for small ``n`` only.
 
@@ -18,6 +20,7 @@ Usage::
     python benchmarks/bench_confidence.py            # full run (minutes)
     python benchmarks/bench_confidence.py --quick    # smoke run (seconds)
     python benchmarks/bench_confidence.py --dtype float32
+    python benchmarks/bench_confidence.py --spread 0.01  # close candidates: most are relevant
 
 The batch of 1,000 problems at n = 10,000 is skipped unless ``--huge-batch`` is
 given: it is ~4e9 integrand evaluations per run for jaxstop (minutes on a CPU)
@@ -71,8 +74,13 @@ def _numpy_graded(length, h, levels, order, dtype):
     return nodes.reshape(len(length), -1), weights.reshape(len(length), -1)
 
 
-def numpy_confidence_curve(mu, sigma, max_elements=2**22):
-    """Confidence curves of problems (B, n) with the quadrature of jaxstop, in NumPy."""
+def numpy_confidence_curve(mu, sigma, max_elements=2**22, relevant_only=False):
+    """Confidence curves of problems (B, n) with the quadrature of jaxstop, in NumPy.
+
+    ``relevant_only``: evaluate only the candidates with ``mu - C sigma < b`` (the
+    others get p = 0), as jaxstop does; per chunk of problems, the columns up to the
+    largest number of relevant candidates in the chunk.
+    """
     mu = np.atleast_2d(mu)
     sigma = np.atleast_2d(sigma)
     dtype = mu.dtype
@@ -86,16 +94,28 @@ def numpy_confidence_curve(mu, sigma, max_elements=2**22):
         m, sg = mu[s : s + step], sigma[s : s + step]
         lo, hi = m - C * sg, m + C * sg
         a, b = lo.min(axis=1), hi.min(axis=1)
-        h = np.where(lo < b[:, None], sg, np.inf).min(axis=1)
+        rel = lo < b[:, None]
+        h = np.where(rel, sg, np.inf).min(axis=1)
         dist, w = _numpy_graded(b - a, h, levels, order, dtype)
         with np.errstate(divide="ignore"):
             log_w = np.log(w)
-        z = (-dist[:, :, None] - (m - b[:, None])[:, None, :]) / sg[:, None, :]
+        if relevant_only:
+            cols = np.argsort(~rel, axis=1, kind="stable")[:, : rel.sum(axis=1).max()]
+            take = np.take_along_axis
+            ms, ss, keep = take(m, cols, axis=1), take(sg, cols, axis=1), take(rel, cols, axis=1)
+            ms = np.where(keep, ms, np.inf)
+        else:
+            ms, ss = m, sg
+        z = (-dist[:, :, None] - (ms - b[:, None])[:, None, :]) / ss[:, None, :]
         log_sf = np.log(0.5 * special.erfc(np.minimum(z, ZMAX) * np.sqrt(0.5)))
         total = log_sf.sum(axis=2)
         e = (log_w - LOG_SQRT_2PI + total)[:, :, None] - 0.5 * z * z
-        e -= np.log(sg)[:, None, :] + log_sf
+        e -= np.log(ss)[:, None, :] + log_sf
         p = np.exp(e).sum(axis=1)
+        if relevant_only:
+            full = np.zeros_like(m)
+            np.put_along_axis(full, cols, p, axis=1)
+            p = full
         p /= p.sum(axis=1, keepdims=True)
         o = np.argsort(m, axis=1, kind="stable")
         c = np.minimum(np.cumsum(np.take_along_axis(p, o, axis=1), axis=1), 1.0)
@@ -149,9 +169,9 @@ def _median_time(fn, repeats, warmup=2):
     return statistics.median(times)
 
 
-def _problems(rng, batch, n, dtype):
-    """Losses of HPO-like candidates: means spread, sigma over 2 decades."""
-    mu = rng.uniform(0.1, 1.0, (batch, n))
+def _problems(rng, batch, n, dtype, spread=0.9):
+    """Losses of HPO-like candidates: means spread over ``spread``, sigma over 2 decades."""
+    mu = rng.uniform(0.1, 0.1 + spread, (batch, n))
     sigma = 10 ** rng.uniform(-3, -1, (batch, n))
     return mu.astype(dtype), sigma.astype(dtype)
 
@@ -188,6 +208,7 @@ def main(argv=None):
     parser.add_argument("--dtype", default="float64", choices=["float64", "float32"])
     parser.add_argument("--repeats", type=int, default=None, help="timed runs per entry")
     parser.add_argument("--huge-batch", action="store_true", help="also time 1000 x n=10000")
+    parser.add_argument("--spread", type=float, default=0.9, help="mu ~ U(0.1, 0.1 + spread)")
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args(argv)
 
@@ -206,8 +227,9 @@ def main(argv=None):
         )
 
     rows = []
+    relevant = {}
     for n in sizes:
-        mu, sigma = _problems(rng, batch, n, dtype)
+        mu, sigma = _problems(rng, batch, n, dtype, args.spread)
 
         # one problem
         compiled, jargs, t_compile, run = _jax_single(mu[0], sigma[0])
@@ -218,6 +240,11 @@ def main(argv=None):
         )
         curve_np = numpy_confidence_curve(mu[:1], sigma[:1])[0][0]
         diff_np = float(np.max(np.abs(curve_jax - curve_np)))
+        t_npr = _median_time(
+            lambda mu=mu, sigma=sigma: numpy_confidence_curve(mu[:1], sigma[:1], relevant_only=True), repeats
+        )
+        lo, hi = mu - C * sigma, mu + C * sigma
+        relevant[n] = float(np.mean(lo < hi.min(axis=1, keepdims=True)))
         err_quad = ""
         quad_row = None
         if n in quad_sizes:
@@ -233,6 +260,7 @@ def main(argv=None):
                 f"{t_quad * 1e3:.1f}",
                 f"{t_quad * 1e3:.1f}",
                 f"{t_np / t_quad:.3f}x",
+                f"{t_npr / t_quad:.3f}x",
                 "",
                 "",
             )
@@ -245,17 +273,20 @@ def main(argv=None):
                 f"{t_jax * 1e3:.3f}",
                 f"{t_jax * 1e3:.3f}",
                 f"{t_np / t_jax:.1f}x",
+                f"{t_npr / t_jax:.1f}x",
                 f"{diff_np:.1e}",
                 err_quad,
             )
         )
-        rows.append((n, 1, "numpy", "", f"{t_np * 1e3:.3f}", f"{t_np * 1e3:.3f}", "1.0x", "", ""))
+        rows.append((n, 1, "numpy", "", f"{t_np * 1e3:.3f}", f"{t_np * 1e3:.3f}", "1.0x", "", "", ""))
+        rows.append((n, 1, "numpy, relevant only", "", f"{t_npr * 1e3:.3f}", f"{t_npr * 1e3:.3f}", "",
+                     "1.0x", "", ""))
         if quad_row:
             rows.append(quad_row)
 
         # a batch of problems
         if n >= 10000 and not args.huge_batch:
-            rows.append((n, batch, "(skipped)", "", "", "", "", "", ""))
+            rows.append((n, batch, "(skipped)", "", "", "", "", "", "", ""))
             continue
         compiled, jargs, t_compile, run = _jax_batch(mu, sigma)
         t_jax = _median_time(run, repeats)
@@ -265,6 +296,9 @@ def main(argv=None):
             lambda mu=mu, sigma=sigma: numpy_confidence_curve(mu, sigma), reps_np, warmup=1
         )
         diff_np = float(np.max(np.abs(curve_jax - numpy_confidence_curve(mu, sigma)[0])))
+        t_npr = _median_time(
+            lambda mu=mu, sigma=sigma: numpy_confidence_curve(mu, sigma, relevant_only=True), reps_np, warmup=1
+        )
         rows.append(
             (
                 n,
@@ -274,6 +308,7 @@ def main(argv=None):
                 f"{t_jax * 1e3:.1f}",
                 f"{t_jax * 1e3 / batch:.3f}",
                 f"{t_np / t_jax:.1f}x",
+                f"{t_npr / t_jax:.1f}x",
                 f"{diff_np:.1e}",
                 "",
             )
@@ -289,14 +324,19 @@ def main(argv=None):
                 "1.0x",
                 "",
                 "",
+                "",
             )
+        )
+        rows.append(
+            (n, batch, "numpy, relevant only", "", f"{t_npr * 1e3:.1f}", f"{t_npr * 1e3 / batch:.3f}", "",
+             "1.0x", "", "")
         )
         print(f"n={n} done", file=sys.stderr, flush=True)
 
     header = (
         "| n | problems | implementation | compile (s) | run, median (ms) | per problem (ms) "
-        "| speed-up vs NumPy | max abs diff vs NumPy | max abs err vs quad |\n"
-        "|---:|---:|---|---:|---:|---:|---:|---:|---:|\n"
+        "| speed-up vs NumPy | vs NumPy, relevant only | max abs diff vs NumPy | max abs err vs quad |\n"
+        "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|\n"
     )
     table = header + "".join("| " + " | ".join(str(c) for c in r) + " |\n" for r in rows)
     cmd = " ".join([Path(sys.executable).name, *sys.argv])
@@ -313,9 +353,12 @@ def main(argv=None):
         f"processor: {platform.processor() or platform.machine()}; "
         f"{os.cpu_count()} logical CPUs\n"
         f"- jax {jax.__version__}, devices: {jax.devices()}; numpy {np.__version__}\n"
-        f"- inputs: mu ~ U(0.1, 1), sigma log-uniform in [1e-3, 1e-1]; median of {repeats} runs "
+        f"- inputs: mu ~ U(0.1, {0.1 + args.spread:g}), sigma log-uniform in [1e-3, 1e-1]; median of {repeats} runs "
         f"after warm-up calls (NumPy batches at n >= 1000: up to 3 runs)\n"
         f"- jaxstop batches use confidence_curve_batch with its default working-set target\n"
+        f"- relevant candidates (mu - 9 sigma < min(mu + 9 sigma)), mean fraction: "
+        + ", ".join(f"n = {k}: {v:.2f}" for k, v in relevant.items())
+        + "\n"
         f"- batch of {batch} at n = 10000: {huge}\n\n"
     )
     text = meta + table

@@ -555,7 +555,8 @@ def test_batch_wrappers_match_loop(rng):
     loop_c = np.stack(
         [np.asarray(confidence_curve(mu[i], sigma[i], mask[i]).curve) for i in range(4)]
     )
-    three = 3 * (3 * 6 * 13 * 16 * 8 + 64 * 6)  # bytes for three problems at a time
+    bs = conf._block_size(6)  # one block: three temporaries and the kept exponents
+    three = 3 * ((3 * bs + bs) * 13 * 16 * 8 + 64 * 6)  # bytes for three problems at a time
     assert conf._batch_size(4, 6, jnp.float64, three) == 2  # a divisor of 4: 2 x 2 problems
     assert conf._batch_size(7, 6, jnp.float64, three) == 1  # 7 is prime
     two = three
@@ -569,22 +570,30 @@ def test_batch_wrappers_match_loop(rng):
     assert conf._batch_size(1000, 100, jnp.float64, None) >= 1
 
 
-def test_blocked_pass_equals_single_block(monkeypatch, rng):
-    """The block-by-block (lax.scan / lax.map) path used for large n."""
-    n = 6
-    mu = rng.normal(size=n)
-    sigma = 10 ** rng.uniform(-2, 0, n)
-    mask = np.array([True, True, False, True, True, True])
-    p_one = np.asarray(prob_best(mu, sigma, mask))
+def test_relevant_candidates_in_several_blocks_match_quad(monkeypatch, rng):
+    """Relevant candidates scattered among far-off ones, evaluated 8 at a time."""
+    near = rng.normal(size=19) * 0.3
+    far = 5.0 + rng.uniform(0, 3, 21)
+    mu = np.concatenate([near, far])
+    sigma = np.concatenate([10 ** rng.uniform(-2, -0.5, 19), 10 ** rng.uniform(-2, -1, 21)])
+    perm = rng.permutation(40)
+    mu, sigma = mu[perm], sigma[perm]
+    mask = np.ones(40, bool)
+    mask[perm[3]] = False  # a masked candidate among the relevant ones
+    hi = np.min(np.where(mask, mu + 9 * sigma, np.inf))
+    relevant = mask & (mu - 9 * sigma < hi)
+    assert 8 < relevant.sum() < 24  # several blocks, and some candidates skipped
+    oracle = np.zeros(40)
+    oracle[mask] = quad_prob_best(mu[mask], sigma[mask])
 
     def run(mu, sigma, mask):
         valid = conf._valid(mu, sigma, mask)
         return conf._normalise(conf._prob_best_kernel(mu, sigma, valid))
 
-    monkeypatch.setattr(conf, "_BLOCK_BEST", 2)
-    assert conf._blocks(n, 2) == (3, 2) and conf._blocks(37, 8) == (5, 8)
-    p_blk = jax.jit(run)(jnp.asarray(mu), jnp.asarray(sigma), jnp.asarray(mask))
-    np.testing.assert_allclose(np.asarray(p_blk), p_one, atol=1e-14)
+    monkeypatch.setattr(conf, "_block_size", lambda n: 8)
+    p = np.asarray(jax.jit(run)(jnp.asarray(mu), jnp.asarray(sigma), jnp.asarray(mask)))
+    np.testing.assert_allclose(p, oracle, rtol=0, atol=1e-12)
+    assert np.all(p[~relevant] == 0.0)
 
 
 # ----------------------------------------------------------------------------
@@ -713,3 +722,35 @@ def test_invalid_values_inside_jit_are_masked_and_reported():
     np.testing.assert_array_equal(np.asarray(res.order)[4:], [1, 2])
     sd = jax.jit(window_std)(jnp.ones((9, 15)), jnp.array([99, -3, 0, 1, 2, 3, 4, 5, 6]))
     np.testing.assert_array_equal(np.asarray(sd), 0.0)  # epochs clipped, not an error
+
+
+def test_nested_vmap_with_shared_arguments_equals_loop(rng):
+    """vmap(vmap(prob_best)) with sigma shared by the outer batch: the rows rule flattens."""
+    mu = rng.normal(size=(3, 2, 40)) * 0.5
+    sigma = 10 ** rng.uniform(-2, -0.5, (2, 40))
+    mask = rng.uniform(size=(3, 2, 40)) < 0.9
+    f = jax.jit(jax.vmap(jax.vmap(prob_best), in_axes=(0, None, 0)))
+    got = np.asarray(f(mu, sigma, mask))
+    for i in range(3):
+        for j in range(2):
+            np.testing.assert_allclose(got[i, j], np.asarray(prob_best(mu[i, j], sigma[j], mask[i, j])), atol=1e-14)
+    hlo = f.lower(mu, sigma, mask).as_text()
+    assert hlo.count("stablehlo.while") == 2  # one loop per pass for all six problems
+
+
+def test_derivatives_match_central_differences():
+    """Forward and reverse mode against central differences, with a masked and a skipped candidate."""
+    mu = jnp.array([0.0, 0.1, 0.3, 5.0, 0.05])
+    sigma = jnp.array([0.1, 0.2, 0.1, 0.1, 0.3])
+    mask = jnp.array([True, True, True, True, False])
+
+    def f(v):
+        return prob_best(v[:5], v[5:], mask)
+
+    v = jnp.concatenate([mu, sigma])
+    h = 1e-6
+    fd = np.stack([(f(v + h * e) - f(v - h * e)) / (2 * h) for e in jnp.eye(10)], axis=1)
+    rev = np.asarray(jax.jacrev(f)(v))
+    np.testing.assert_allclose(rev, fd, rtol=0, atol=1e-7)
+    np.testing.assert_allclose(np.asarray(jax.jacfwd(f)(v)), rev, rtol=0, atol=1e-13)
+    assert np.all(rev[:, [3, 4, 8, 9]] == 0) and np.all(rev[[3, 4]] == 0)
