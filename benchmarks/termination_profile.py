@@ -1,0 +1,98 @@
+"""Where the time of one regret bound goes: fit steps, candidates, refinement, linear algebra.
+
+Times :func:`jaxstop.regret.fit_regret_bound` on one synthetic study of
+``bench_termination.py`` with parts of the work switched off, and the GP
+log-marginal-likelihood value and gradient (one quasi-Newton step's work) on its
+own, at the top-set size ``m = n / 2``. Compile and run are timed separately;
+run times are medians after ``block_until_ready``. One thread (OpenBLAS / XLA's
+single-threaded Eigen), float64.
+
+Usage (from the repository root)::
+
+    python benchmarks/termination_profile.py --pin 1            # n in {200, 500}, d = 3
+    python benchmarks/termination_profile.py --n 200 --d 9
+"""
+
+from __future__ import annotations
+
+import os
+
+for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_v, "1")
+os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1")
+
+import argparse  # noqa: E402
+import platform  # noqa: E402
+import statistics  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+
+jax.config.update("jax_enable_x64", True)
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from bench_termination import make_study  # noqa: E402
+
+from jaxstop import gp, regret  # noqa: E402
+
+VARIANTS = (
+    ("defaults (20 fit steps, 512 candidates, refinement)", {}),
+    ("no refinement", {"refine_steps": 0}),
+    ("20 fit steps, 16 candidates, no refinement", {"candidates": 16, "refine_steps": 0}),
+    ("1 fit step, 16 candidates, no refinement", {"fit_steps": 1, "candidates": 16, "refine_steps": 0}),
+)
+
+
+def _median_ms(fn, args, repeats):
+    jax.block_until_ready(fn(*args))
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        jax.block_until_ready(fn(*args))
+        times.append(time.perf_counter() - t)
+    return 1e3 * statistics.median(times)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, nargs="*", default=[200, 500])
+    ap.add_argument("--d", type=int, default=3)
+    ap.add_argument("--repeats", type=int, default=21)
+    ap.add_argument("--pin", type=int, default=None, help="pin the process to this CPU core")
+    ap.add_argument("--out", default=str(HERE / "out" / "termination_profile.md"))
+    args = ap.parse_args(argv)
+    if args.pin is not None and hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {args.pin})
+    rng = np.random.default_rng(0)
+    key = jax.random.key(0)
+    rows = []
+    for n in args.n:
+        X, y = (jnp.asarray(a) for a in make_study(rng, n, args.d))
+        for name, kw in VARIANTS:
+            fn = jax.jit(lambda k, X, y, kw=kw: regret.fit_regret_bound(k, X, y, **kw).bound.bound)
+            rows.append((n, name, _median_ms(fn, (key, X, y), args.repeats)))
+        m = n // 2
+        Xm, ym = X[:m], (y[:m] - y[:m].mean()) / y[:m].std()
+        p = gp.params(1.0, [0.3] * args.d, 1e-3)
+        vg = jax.jit(jax.value_and_grad(lambda p, Xm=Xm, ym=ym: gp.log_marginal_likelihood(p, Xm, ym)))
+        rows.append((n, f"GP log marginal likelihood, value and gradient, m = {m}", _median_ms(vg, (p,), args.repeats)))
+        print(f"n={n} done", file=sys.stderr, flush=True)
+    cpu = platform.processor() or platform.machine()
+    pin = f", pinned to core {args.pin}" if args.pin is not None else ""
+    text = (
+        f"Machine: {cpu}, {os.cpu_count()} cores{pin}; jax {jax.__version__}; float64; d = {args.d}; "
+        f"median of {args.repeats} calls after a warm-up call.\n\n"
+        "| n | what | ms |\n|---|---|---|\n" + "".join(f"| {n} | {w} | {t:.2f} |\n" for n, w, t in rows)
+    )
+    print(text)
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(text)
+
+
+if __name__ == "__main__":
+    main()
