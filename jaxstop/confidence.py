@@ -52,7 +52,9 @@ that jits, vmaps and runs on accelerators:
   front and processed in blocks (32 candidates on CPU, 2,048 on
   accelerators) by a loop that stops after the last relevant block, so the
   cost follows the number of relevant candidates -- often a small fraction of
-  ``n`` once candidates have separated. Between its two passes (the
+  ``n`` once candidates have separated (when the relevant blocks cover more
+  than 3/4 of ``n <= 4096`` candidates, one dense pass over all of them is
+  taken instead). Between its two passes (the
   log-survival sum, then the integrals) the loop keeps each block's exponents
   (nodes x n values) up to 64 MB and recomputes them beyond, so the working
   memory is bounded for any ``n`` (:func:`leader_curve` scans the candidates
@@ -119,6 +121,9 @@ _BLOCK_BEST_ACCEL = 2048
 # prob_best keeps the exponents of all blocks between its two passes up to this size
 # (a batch of problems together); beyond, the second pass recomputes them.
 _KEEP_BYTES = 64 * 2**20
+# Up to this many candidates, problems whose relevant blocks cover more than 3/4 of
+# them take one dense pass over all candidates instead of the block loop.
+_DENSE_MAX = 4096
 # Width of the finest panel of the graded rule, in units of the smallest relevant sigma.
 _FINEST = 4.0
 # Shrunk sigma in zeta never goes below this fraction of sigma.
@@ -355,11 +360,26 @@ def _prob_best_prep(mu, sigma, valid, far=jnp.inf):
     return -dist, weight, cols, perm, num_blocks
 
 
+def _dense_sums(x, weight, m, inv_s, log_s):
+    """The integrals of all given candidates in one pass; rows of problems.
+
+    ``x`` and ``weight``: (P, nodes); ``m = mu - b``, ``1 / sigma``, ``log sigma``: (P, c).
+    """
+    hi_prec = lax.Precision.HIGHEST
+    z = (x[:, :, None] - m[:, None, :]) * inv_s[:, None, :]
+    ls = _log_sf(z)
+    total = jnp.dot(ls, jnp.ones(m.shape[1:], m.dtype), precision=hi_prec)
+    e = (total - _LOG_SQRT_2PI)[:, :, None] - 0.5 * z * z - log_s[:, None, :] - ls
+    return jnp.einsum("pk,pkb->pb", weight, jnp.exp(e), precision=hi_prec)
+
+
 def _prob_best_rows_impl(mu, sigma, valid):
     """:func:`_prob_best_kernel` for problems stacked in rows, shape (P, n).
 
     The relevant candidates of every row are processed ``bs`` at a time, as many
-    blocks as the row with the most relevant candidates fills. The first pass sums
+    blocks as the row with the most relevant candidates fills; when those blocks
+    cover more than 3/4 of the ``n <= _DENSE_MAX`` candidates, one dense pass over
+    all of them is cheaper and is taken instead. The first pass sums
     ``log S`` over the candidates at every node (and keeps each block's
     candidate-dependent exponent while that fits ``_KEEP_BYTES``); the second
     integrates. Matrices are (P, nodes, bs); both reductions are dot products (on
@@ -388,16 +408,29 @@ def _prob_best_rows_impl(mu, sigma, valid):
             part = lax.dynamic_update_index_in_dim(part, e, i, 0)
         return total + jnp.dot(ls, ones, precision=hi_prec), part
 
-    part0 = jnp.zeros((nb if keep else 0, P, nodes, bs), dtype)
-    total, part = lax.fori_loop(0, jnp.max(num_blocks), first, (jnp.zeros((P, nodes), dtype), part0))
-    shift = (total - _LOG_SQRT_2PI)[:, :, None]
+    def blocked(_):
+        part0 = jnp.zeros((nb if keep else 0, P, nodes, bs), dtype)
+        total, part = lax.fori_loop(0, num, first, (jnp.zeros((P, nodes), dtype), part0))
+        shift = (total - _LOG_SQRT_2PI)[:, :, None]
 
-    def second(i, out):
-        e = lax.dynamic_index_in_dim(part, i, 0, keepdims=False) if keep else block(i)[1]
-        p = jnp.einsum("pk,pkb->pb", weight, jnp.exp(shift + e), precision=hi_prec)
-        return lax.dynamic_update_slice_in_dim(out, p, i * bs, axis=1)
+        def second(i, out):
+            e = lax.dynamic_index_in_dim(part, i, 0, keepdims=False) if keep else block(i)[1]
+            p = jnp.einsum("pk,pkb->pb", weight, jnp.exp(shift + e), precision=hi_prec)
+            return lax.dynamic_update_slice_in_dim(out, p, i * bs, axis=1)
 
-    pP = lax.fori_loop(0, jnp.max(num_blocks), second, jnp.zeros(m.shape, dtype))
+        return lax.fori_loop(0, num, second, jnp.zeros(m.shape, dtype))
+
+    def dense(_):
+        # All n candidates at once (irrelevant ones at +inf contribute exactly 0).
+        p = _dense_sums(x, weight, m[:, :n], inv_s[:, :n], log_s[:, :n])
+        return jnp.zeros(m.shape, dtype).at[:, :n].set(p)
+
+    num = jnp.max(num_blocks)
+    if n <= _DENSE_MAX:
+        # When most candidates are relevant, one dense pass beats the block loop.
+        pP = lax.cond(4 * num * bs > 3 * n, dense, blocked, None)
+    else:
+        pP = blocked(None)
     p = jnp.zeros((P, n), dtype).at[jnp.arange(P)[:, None], perm].set(pP[:, :n])
     return jnp.where(valid, p, jnp.zeros((), dtype))
 
@@ -432,13 +465,8 @@ def _prob_best_dense(mu, sigma, valid):
     """
     dtype = mu.dtype
     far = jnp.sqrt(jnp.asarray(jnp.finfo(dtype).max, dtype)) / 2
-    x, weight, (m, inv_s, log_s), perm, _ = _prob_best_prep(mu, sigma, valid, far)
-    hi_prec = lax.Precision.HIGHEST
-    z = (x[:, None] - m[None, :]) * inv_s[None, :]
-    ls = _log_sf(z)
-    total = jnp.dot(ls, jnp.ones(m.shape, dtype), precision=hi_prec)
-    e = (total - _LOG_SQRT_2PI)[:, None] - 0.5 * z * z - log_s[None, :] - ls
-    p = jnp.dot(weight, jnp.exp(e), precision=hi_prec)[: mu.shape[0]]
+    x, weight, cols, perm, _ = _prob_best_prep(mu, sigma, valid, far)
+    p = _dense_sums(x[None], weight[None], *(c[None] for c in cols))[0, : mu.shape[0]]
     p = jnp.zeros(mu.shape, dtype).at[perm].set(p)
     return jnp.where(valid, p, jnp.zeros((), dtype))
 
@@ -1010,8 +1038,10 @@ def _batch_size(batch: int, n: int, dtype, max_bytes: int | None) -> int:
     levels, order = _rule(dtype)
     nodes = (levels + 1) * order
     bs = _block_size(n)
-    # three (nodes, block) temporaries and the kept exponents of every block
-    per_problem = (3 * bs + -(-n // bs) * bs) * nodes * jnp.dtype(dtype).itemsize + 64 * n
+    # the block loop: three (nodes, block) temporaries and the kept exponents of every
+    # block; the dense pass: three (nodes, n) temporaries
+    cols = max(3 * bs + -(-n // bs) * bs, 3 * n if n <= _DENSE_MAX else 0)
+    per_problem = cols * nodes * jnp.dtype(dtype).itemsize + 64 * n
     target = max(1, min(batch, int(max_bytes) // per_problem))
     # a divisor of batch, so that lax.map needs no separately compiled remainder
     return max(d for d in range(1, target + 1) if batch % d == 0)

@@ -754,3 +754,21 @@ def test_derivatives_match_central_differences():
     np.testing.assert_allclose(rev, fd, rtol=0, atol=1e-7)
     np.testing.assert_allclose(np.asarray(jax.jacfwd(f)(v)), rev, rtol=0, atol=1e-13)
     assert np.all(rev[:, [3, 4, 8, 9]] == 0) and np.all(rev[[3, 4]] == 0)
+
+
+def test_dense_and_blocked_paths_agree(monkeypatch, rng):
+    """Close candidates (all relevant) take the dense pass; forcing the block loop gives the same p."""
+    mu = 0.1 + 0.01 * rng.uniform(size=(3, 70))
+    sigma = 10 ** rng.uniform(-3, -1, (3, 70))
+    mask = np.ones((3, 70), bool)
+    mask[1, ::7] = False
+
+    def run(mu, sigma, mask):
+        return jax.vmap(lambda m, s, k: conf._normalise(conf._prob_best_kernel(m, s, conf._valid(m, s, k))))(mu, sigma, mask)
+
+    args = (jnp.asarray(mu), jnp.asarray(sigma), jnp.asarray(mask))
+    p_dense = np.asarray(jax.jit(run)(*args))
+    monkeypatch.setattr(conf, "_DENSE_MAX", 0)
+    p_blocked = np.asarray(jax.jit(run)(*args))
+    np.testing.assert_allclose(p_blocked, p_dense, rtol=0, atol=1e-14)
+    np.testing.assert_allclose(p_dense[0], quad_prob_best(mu[0], sigma[0]), rtol=0, atol=1e-9)
