@@ -4,7 +4,7 @@
 quasi-Newton steps (``fit_steps``, default 20) so that every study in a batch
 costs the same. This script measures what that costs in accuracy, on the
 synthetic studies of ``bench_termination.py``: for each study the bound from
-``fit_steps`` in {5, 12, 20, 40} (cold start, gp's default hyperparameters)
+``fit_steps`` in {5, 12, 16, 20, 40} (cold start, gp's default hyperparameters)
 and from 5 steps warm-started at the same study's fit one trial earlier (what
 a running study or a replay uses), against a reference fit of 200 steps. The
 candidates (512 random points, refined) are drawn with the same key in every
@@ -38,7 +38,7 @@ from jaxstop import regret  # noqa: E402
 
 KEY = jax.random.key(3)
 REFERENCE = 200
-COLD = (5, 12, 20, 40)
+COLD = (5, 12, 16, 20, 40)
 WARM = 5
 
 

@@ -28,7 +28,7 @@ def make_problem(seed=3):
     rng = np.random.default_rng(seed)
     X = rng.uniform(size=(N, D))
     f = 0.2 + 0.3 * ((X[:, 0] - 0.35) ** 2 + (X[:, 1] - 0.6) ** 2) + 0.03 * np.sin(7 * X[:, 0]) * np.cos(6 * X[:, 1])
-    folds = f[:, None] + 0.003 * rng.normal(size=(N, K))
+    folds = f[:, None] + 0.004 * rng.normal(size=(N, K))
     values = f[:, None] + np.array([0.2, 0.1, 0.0])[None, :]  # curves end at f
     return X, f, folds, values
 

@@ -603,3 +603,33 @@ def test_fit_regret_bound_top_set_and_units(rng):
         regret.fit_regret_bound(key, X, y, beta_t="iterations")
     with pytest.raises(ValueError, match="X and y must have the same number of rows"):
         regret.fit_regret_bound(key, X, y[:-1])
+
+
+def test_fixed_cost_fit_reaches_the_scipy_map_optimum(rng):
+    """The bound's quasi-Newton fit (mean profiled out) reaches the joint MAP found by SciPy's
+    L-BFGS-B over all hyperparameters including the mean, and its mean is the GLS estimate."""
+    import scipy.optimize
+
+    X, y = study(rng, 40, 3)
+    z = (y - y.mean()) / y.std() + 0.7  # an offset for the mean to find
+    mask = np.ones(40, bool)
+    init = regret._default_params(3, jnp.ones(3, bool), jnp.float64)
+    p, info = regret._fit_bfgs(jnp.asarray(X), jnp.asarray(z), jnp.asarray(mask), init, 1e-6, steps=80, fit_mean=True)
+
+    def neg(t):
+        amp, ls, noise = np.exp(t[0]), np.exp(t[1:4]), np.exp(t[4]) + 1e-6
+        lam = 1 / ls**2
+        prior = -np.sum(0.1 / lam + 0.1 * lam) + np.log(amp) - amp + 0.1 * np.log(noise) - 30 * noise
+        K = np_matern52(X, X, amp, ls) + noise * np.eye(len(X))
+        return -(scipy.stats.multivariate_normal(np.full(len(z), t[5]), K).logpdf(z) + prior)
+
+    best = min(
+        scipy.optimize.minimize(neg, t0, method="L-BFGS-B").fun
+        for t0 in (np.array([0, -0.7, -0.7, -0.7, -4.6, 0]), np.array([0.5, 0, 0, 0, -2, 0.5]))
+    )
+    ours = neg(np.concatenate([[p.log_amplitude], p.log_lengthscales, [np.log(p.noise - 1e-6)], [p.mean]]))
+    np.testing.assert_allclose(float(info.objective), ours, rtol=1e-8)
+    assert ours <= best + 1e-6 * abs(best)
+    K = np_matern52(X, X, float(p.amplitude), np.asarray(p.lengthscales)) + float(p.noise) * np.eye(40)
+    k1 = np.linalg.solve(K, np.ones(40))
+    assert float(p.mean) == pytest.approx(k1 @ z / k1.sum(), rel=1e-8)
