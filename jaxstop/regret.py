@@ -907,7 +907,9 @@ def fit_regret_bound(
         refine_steps: Gradient refinement of the LCB minimum (0 = off).
         refine_starts: Starts of the refinement.
         fit_steps: Quasi-Newton steps of the GP fit (one objective evaluation each).
-        fit_mean: Fit a constant mean (True) or keep it at 0 like Optuna (False).
+        fit_mean: Fit a constant mean (True: profiled out, its generalised-least-squares
+            estimate for the current kernel, the ML-II value under its flat prior) or keep
+            it at 0 like Optuna (False).
         min_noise: Lower bound on the GP noise variance (standardised scale).
         dim_mask: Real input dimensions, shape (d,) bool; default all.
         chunk_size: Candidates predicted at a time.

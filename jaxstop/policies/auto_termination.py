@@ -253,7 +253,7 @@ def auto_termination_bo(
         ddof: Of the fold variance (1: sample variance, the paper; 0: Optuna).
         test_train_ratio: ``n_test / n_train`` of Eq. (9); default ``1 / (k - 1)``.
         fit_steps: Quasi-Newton steps of each GP fit (warm-started).
-        fit_mean: Fit the GP's constant mean.
+        fit_mean: Fit the GP's constant mean (profiled out: its generalised-least-squares estimate).
         min_noise: Lower bound of the GP noise variance (standardised scale).
         num_candidates: Cube mode: random points of the acquisition and of the bound.
         refine_steps: Gradient refinement of the bound's LCB minimum; default 0 in
