@@ -486,6 +486,98 @@ def _lml_profiled_bwd(res, g):
 _lml_profiled.defvjp(_lml_profiled_fwd, _lml_profiled_bwd)
 
 
+def _scale_parts(p: GPParams, X, y, mask, fit_mean: bool, use_prior: bool):
+    """Log marginal likelihood (plus the amplitude and noise priors) profiled over the amplitude.
+
+    The covariance is written ``a (C + g I)`` with ``C`` the unit-amplitude Matern-5/2
+    correlation and ``g = noise / a``; ``p.log_noise`` holds ``log g`` and
+    ``p.log_amplitude`` is ignored. With ``r = y - m`` and ``q = r' (C + g I)^-1 r``, the
+    log likelihood is ``-q / (2a) - (n/2) log a - log|C + g I|^(1/2) - (n/2) log 2 pi``;
+    its maximiser over ``a`` is ``q / n`` and, with the priors of :func:`log_prior`
+    (``log a - a + 0.1 log(a g) - 30 a g``), the positive root of
+    ``(1 + 30 g) a^2 + (n/2 - 1.1) a - q/2 = 0``. The mean ``m`` is ``p.mean`` or, with
+    ``fit_mean``, its generalised-least-squares estimate (the same for every ``a``).
+    ``log a`` is kept in gp's box ``[-12, 12]`` (``q = 0`` for constant ``y``).
+
+    Returns ``(value, log_a, mean, pieces)``, ``pieces`` as :func:`_lml_parts` gives them
+    for the covariance at ``a``.
+    """
+    dt = X.dtype
+    both = mask[:, None] & mask[None, :]
+    inv_ls = jnp.exp(-p.log_lengthscales)
+    Xs = X * inv_ls[None, :]
+    r2 = _sq_dist(Xs, Xs)
+    dist = jnp.sqrt(r2 + jnp.finfo(r2.dtype).tiny)
+    e = jnp.exp(-_SQRT5 * dist)
+    H = jnp.where(both, (1 + _SQRT5 * dist) * e, 0)
+    Cf = jnp.where(both, H + (5.0 / 3.0) * r2 * e, 0)
+    ratio = jnp.exp(p.log_noise)
+    diag = jnp.where(mask, ratio + 10 * jnp.finfo(dt).eps, 1)
+    L = _linalg.cholesky(Cf + jnp.diag(diag))
+    _, Cinv = _linalg.inv_from_cholesky(L)
+    if fit_mean:
+        ones = mask.astype(dt)
+        c1 = Cinv @ ones
+        mean = jnp.dot(c1, jnp.where(mask, y, 0)) / jnp.dot(c1, ones)
+    else:
+        mean = p.mean
+    r = jnp.where(mask, y - mean, 0)
+    beta = jnp.where(mask, Cinv @ r, 0)
+    q = jnp.dot(r, beta)
+    logdet = jnp.sum(jnp.where(mask, jnp.log(jnp.diagonal(L)), 0))
+    n = jnp.sum(mask).astype(dt)
+    if use_prior:
+        c = 1 + 30 * ratio
+        b = 0.5 * n - 1.1
+        root = jnp.sqrt(b * b + 2 * c * q)
+        # the two algebraically equal forms of the positive root, each free of cancellation
+        a = jnp.where(b > 0, q / (root + jnp.where(b > 0, b, 1)), (root - b) / (2 * c))
+    else:
+        a = q / n
+    log_a = jnp.clip(jnp.log(a), -_LOG_BOX, _LOG_BOX)
+    a = jnp.exp(log_a)
+    value = -0.5 * q / a - 0.5 * n * log_a - logdet - 0.5 * n * _LOG_2PI
+    if use_prior:
+        value = value + _log_prior_scale(log_a, log_a + p.log_noise)
+    alpha = beta / a
+    W = jnp.where(both, (alpha[:, None] * beta[None, :] - Cinv) / a, 0)
+    return value, log_a, mean, (a * Cf, H, W, alpha)
+
+
+@partial(jax.custom_vjp, nondiff_argnums=(4, 5))
+def _lml_profiled_scale(p: GPParams, X, y, mask, fit_mean: bool, use_prior: bool):
+    """``(value, log a*, m)`` of :func:`_scale_parts`, differentiable in ``p`` (lengthscales,
+    ``log g``, and the mean unless profiled), ``X`` and ``y``.
+
+    ``value`` is the maximum over ``a`` (and ``m`` with ``fit_mean``), so its total
+    derivative is the partial one at ``a*`` (envelope theorem): :func:`_lml_bwd` for the
+    covariance at ``a*``, where ``d/d log g`` at fixed ``a`` is ``d/d log noise``, plus the
+    noise prior's ``0.1 - 30 a g``. ``log a*`` and ``m`` are returned for reading only.
+    """
+    value, log_a, mean, _ = _scale_parts(p, X, y, mask, fit_mean, use_prior)
+    return value, log_a, mean
+
+
+def _lml_profiled_scale_fwd(p, X, y, mask, fit_mean, use_prior):
+    value, log_a, mean, (Kf, H, W, alpha) = _scale_parts(p, X, y, mask, fit_mean, use_prior)
+    p_cov = GPParams(log_a, p.log_lengthscales, log_a + p.log_noise, mean)
+    return (value, log_a, mean), (p_cov, X, Kf, H, W, alpha)
+
+
+def _lml_profiled_scale_bwd(fit_mean, use_prior, res, g):
+    dp, d_X, d_y, _ = _lml_bwd(res, g[0])
+    d_log_ratio = dp.log_noise
+    if use_prior:
+        p_cov = res[0]
+        d_log_ratio = d_log_ratio + g[0] * (0.1 - 30.0 * jnp.exp(p_cov.log_noise))
+    zero = jnp.zeros_like(dp.log_amplitude)
+    d_mean = zero if fit_mean else dp.mean
+    return GPParams(zero, dp.log_lengthscales, d_log_ratio, d_mean), d_X, d_y, None
+
+
+_lml_profiled_scale.defvjp(_lml_profiled_scale_fwd, _lml_profiled_scale_bwd)
+
+
 def log_marginal_likelihood(p: GPParams, X: ArrayLike, y: ArrayLike, mask: ArrayLike | None = None) -> jax.Array:
     """Log marginal likelihood ``log N(y | mean, K + noise I)`` of the real rows.
 
@@ -513,13 +605,19 @@ def log_prior(p: GPParams) -> jax.Array:
     (unnormalised), the priors Optuna's GP sampler uses. They keep 1-5 points
     and constant ``y`` finite; the mean is unpenalised (flat prior).
     """
+    return _log_prior_lengthscales(p) + _log_prior_scale(p.log_amplitude, p.log_noise)
+
+
+def _log_prior_lengthscales(p: GPParams) -> jax.Array:
     lam = jnp.exp(-2 * p.log_lengthscales)
-    amp = jnp.exp(p.log_amplitude)
-    noise = jnp.exp(p.log_noise)
-    ls_term = -jnp.sum(0.1 / lam + 0.1 * lam)
-    amp_term = (2.0 - 1.0) * p.log_amplitude - 1.0 * amp
-    noise_term = (1.1 - 1.0) * p.log_noise - 30.0 * noise
-    return ls_term + amp_term + noise_term
+    return -jnp.sum(0.1 / lam + 0.1 * lam)
+
+
+def _log_prior_scale(log_amplitude, log_noise) -> jax.Array:
+    """Gamma(amplitude | 2, 1) + Gamma(noise | 1.1, 30), unnormalised."""
+    amp_term = (2.0 - 1.0) * log_amplitude - 1.0 * jnp.exp(log_amplitude)
+    noise_term = (1.1 - 1.0) * log_noise - 30.0 * jnp.exp(log_noise)
+    return amp_term + noise_term
 
 
 def _default_init(d: int, dtype) -> GPParams:
@@ -563,6 +661,26 @@ def _objective_profiled(raw, X, y, mask, min_noise, use_prior):
         val = val - log_prior(p)
     big = jnp.asarray(1e10, val.dtype)
     return jnp.where(jnp.isfinite(val), val, big), mean
+
+
+def _objective_profiled_scale(raw, X, y, mask, min_noise, use_prior, fit_mean, mean0):
+    """``(objective, params)`` with the amplitude profiled out (:func:`_lml_profiled_scale`).
+
+    ``raw.log_noise`` is the raw noise-to-amplitude ratio ``g`` (floored at ``min_noise``
+    like the noise of :func:`_objective`), ``raw.log_amplitude`` is ignored, and the mean
+    is profiled (``fit_mean``) or ``mean0``. ``params`` are the hyperparameters in gp's
+    usual form (amplitude ``a*``, noise ``a* g``). The minimiser is that of
+    :func:`_objective` when the floor is not active.
+    """
+    raw = _clip_raw(raw)
+    p = _from_raw(raw, min_noise)._replace(mean=jnp.asarray(mean0, X.dtype))
+    value, log_a, mean = _lml_profiled_scale(p, X, y, mask, fit_mean, use_prior)
+    if use_prior:
+        value = value + _log_prior_lengthscales(p)
+    val = -value
+    big = jnp.asarray(1e10, val.dtype)
+    out = GPParams(log_a, p.log_lengthscales, log_a + p.log_noise, mean)
+    return jnp.where(jnp.isfinite(val), val, big), jax.lax.stop_gradient(out)
 
 
 def _objective(raw, X, y, mask, min_noise, use_prior, fit_mean, mean0):

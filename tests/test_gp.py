@@ -138,6 +138,61 @@ def test_profiled_lml_is_the_maximum_over_the_mean(rng):
     np.testing.assert_allclose([float(vp), float(mp)], [float(value), float(mean)], rtol=1e-10)
 
 
+@pytest.mark.parametrize("use_prior", [True, False])
+@pytest.mark.parametrize("fit_mean", [True, False])
+def test_scale_profile_is_the_maximum_over_the_amplitude(rng, use_prior, fit_mean):
+    """Amplitude (and mean) profiled out, covariance a (C + g I): value, a* and m* against
+    SciPy's maximisation of the NumPy oracle (+ the amplitude and noise priors) over log a
+    (and m) at fixed lengthscales and ratio g; the gradient in (log lengthscales, log g)
+    against central differences of that maximum; padded rows change nothing."""
+    X, y = make_data(rng, n=20)
+    y = 2.0 * y + 1.0
+    m0 = 0.4
+
+    def neg(log_a, m, ls, g):
+        a = np.exp(log_a)
+        val = np_lml(X, y, a, ls, a * g, m)
+        if use_prior:
+            val += np.log(a) - a + 0.1 * np.log(a * g) - 30 * a * g
+        return -val
+
+    def profile(t):
+        ls, g = np.exp(t[:3]), np.exp(t[3])
+        if fit_mean:
+            f, u0 = (lambda u: neg(u[0], u[1], ls, g)), np.array([0.0, y.mean()])
+        else:
+            f, u0 = (lambda u: neg(u[0], m0, ls, g)), np.array([0.0])
+        res = scipy.optimize.minimize(f, u0, method="BFGS", options={"gtol": 1e-10})
+        return -res.fun, res.x
+
+    theta = np.concatenate([np.log(P["ls"]), [np.log(0.05)]])
+    p = gp.GPParams(jnp.asarray(5.0), jnp.asarray(theta[:3]), jnp.asarray(theta[3]), jnp.asarray(m0))
+    def f(q, Xa, ya, ma):
+        return gp._lml_profiled_scale(q, Xa, ya, ma, fit_mean, use_prior)
+
+    value, log_a, mean = f(p, jnp.asarray(X), jnp.asarray(y), jnp.ones(20, bool))
+    ref_value, ref_u = profile(theta)
+    np.testing.assert_allclose(float(value), ref_value, rtol=1e-10)
+    np.testing.assert_allclose(float(log_a), ref_u[0], atol=1e-6)
+    np.testing.assert_allclose(float(mean), ref_u[1] if fit_mean else m0, rtol=1e-6)
+    grad = jax.grad(lambda q: f(q, jnp.asarray(X), jnp.asarray(y), jnp.ones(20, bool))[0])(p)
+    h = 1e-4
+    fd = np.array([(profile(theta + h * e)[0] - profile(theta - h * e)[0]) / (2 * h) for e in np.eye(4)])
+    ours = np.concatenate([grad.log_lengthscales, [grad.log_noise]])
+    np.testing.assert_allclose(ours, fd, rtol=1e-5, atol=1e-6)
+    assert float(grad.log_amplitude) == 0.0
+    if fit_mean:
+        assert float(grad.mean) == 0.0
+    else:  # the fixed mean's partial derivative at a* (a maximiser: envelope theorem)
+        ls, g = np.exp(theta[:3]), np.exp(theta[3])
+        fd_m = (neg(ref_u[0], m0 - h, ls, g) - neg(ref_u[0], m0 + h, ls, g)) / (2 * h)
+        np.testing.assert_allclose(float(grad.mean), fd_m, rtol=1e-5)
+    Xp = np.concatenate([X, rng.uniform(size=(5, 3))])
+    yp = np.concatenate([y, 100 * np.ones(5)])
+    padded = f(p, jnp.asarray(Xp), jnp.asarray(yp), jnp.arange(25) < 20)
+    np.testing.assert_allclose([float(v) for v in padded], [float(value), float(log_a), float(mean)], rtol=1e-10)
+
+
 def test_padding_has_no_effect(rng):
     X, y = make_data(rng, n=15)
     Xq = rng.uniform(size=(9, 3))

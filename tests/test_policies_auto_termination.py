@@ -167,15 +167,17 @@ def test_python_loop_sim_run_and_vmap_agree(loop, singles, batch):
     li = loop["infos_stacked"]
     for name in ("terminate", "incumbent", "criterion", "num_fitted", "num_evaluations", "ok"):
         np.testing.assert_array_equal(getattr(tr.infos, name)[:n], getattr(li, name), err_msg=name)
+    # The per-step calls, the compiled loop and its vmapped form round differently; warm-started fixed-step
+    # fits carry such differences from trial to trial (seen: up to 1e-6 relative).
     for name in ("bound", "threshold", "best_value", "ucb_min", "lcb_min"):
-        np.testing.assert_allclose(getattr(tr.infos, name)[:n], getattr(li, name), rtol=1e-7, atol=1e-10,
+        np.testing.assert_allclose(getattr(tr.infos, name)[:n], getattr(li, name), rtol=1e-5, atol=1e-10,
                                    err_msg=name)
     for i in range(3):  # vmap over (keys, params) == one run per (key, params)
         a, b = singles[i], row(batch, i)
         np.testing.assert_array_equal(a.jobs.config, b.jobs.config)
         np.testing.assert_array_equal(a.infos.terminate, b.infos.terminate)
         assert int(a.stop_job) == int(b.stop_job) and int(a.incumbent) == int(b.incumbent)
-        np.testing.assert_allclose(a.infos.bound, b.infos.bound, rtol=1e-7, atol=1e-10)
+        np.testing.assert_allclose(a.infos.bound, b.infos.bound, rtol=1e-5, atol=1e-10)
     # different keys explore differently
     assert len({tuple(s.jobs.config[:NUM_INIT]) for s in singles}) == 3
 

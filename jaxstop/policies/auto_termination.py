@@ -254,7 +254,8 @@ def auto_termination_bo(
         test_train_ratio: ``n_test / n_train`` of Eq. (9); default ``1 / (k - 1)``.
         fit_steps: Quasi-Newton steps of each GP fit (warm-started).
         fit_mean: Fit the GP's constant mean (profiled out: its generalised-least-squares estimate).
-        min_noise: Lower bound of the GP noise variance (standardised scale).
+        min_noise: Lower bound of the GP noise variance relative to its amplitude (standardised
+            scale, where the fitted amplitude is of order 1).
         num_candidates: Cube mode: random points of the acquisition and of the bound.
         refine_steps: Gradient refinement of the bound's LCB minimum; default 0 in
             table mode, 10 in cube mode.
