@@ -121,12 +121,16 @@ class FitInfo(NamedTuple):
         finite: Whether the objective and every parameter are finite, shape () bool.
         restart: Index of the start that won, shape () int32.
         num_valid: Number of real rows used, shape () int32.
+        steps: Optimiser steps taken, shape () int32: :func:`fit`'s ``steps`` (each start
+            takes all of them); the regret bound's fit stops early once converged
+            (``fit_tol`` of :func:`jaxstop.regret.fit_regret_bound`).
     """
 
     objective: jax.Array
     finite: jax.Array
     restart: jax.Array
     num_valid: jax.Array
+    steps: jax.Array
 
 
 def params(
@@ -805,7 +809,8 @@ def _fit(key, X, y, mask, init, min_noise, *, steps, num_restarts, fit_mean, use
     finite = jnp.isfinite(value) & (value < 1e10) & jnp.all(
         jnp.stack([jnp.all(jnp.isfinite(a)) for a in jax.tree_util.tree_leaves(p)])
     )
-    info = FitInfo(value, finite, jnp.where(any_good, best, 0).astype(jnp.int32), jnp.sum(mask).astype(jnp.int32))
+    info = FitInfo(value, finite, jnp.where(any_good, best, 0).astype(jnp.int32), jnp.sum(mask).astype(jnp.int32),
+                   jnp.asarray(steps, jnp.int32))
     return p, info
 
 

@@ -214,6 +214,12 @@ def _float_param(value, name: str, *, low=0.0, high=None, inclusive_high=True) -
     return value
 
 
+def _nonneg_float(value, name: str) -> float:
+    if isinstance(value, numbers.Real) and not isinstance(value, bool) and value == 0:
+        return 0.0
+    return _float_param(value, name)
+
+
 def _nonneg_int(value, name: str) -> int:
     return _checks.positive_int(value, name, minimum=0)
 
@@ -713,16 +719,18 @@ def _cv_threshold(fold_scores, mask, ratio, ddof):
 
 # -------------------------------------------------------------- fit + bound
 def _fit_bfgs(X, z, mask, init: gp.GPParams, min_noise, *, steps: int, fit_mean: bool,
-              profile_amplitude: bool = True, max_step: float = 1.0):
-    """ML-II fit with a fixed cost: exactly ``steps`` objective evaluations (the first at ``init``).
+              tol: float = 0.0, profile_amplitude: bool = True, max_step: float = 1.0):
+    """ML-II fit with a bounded cost: at most ``steps`` objective evaluations (the first at ``init``).
 
     Dense BFGS on the inverse Hessian of :func:`jaxstop.gp`'s objective (negative log
     marginal likelihood minus the log prior, with its analytic gradient) in gp's raw
     parameters. Each step evaluates one trial point ``theta + t p`` (``p`` the quasi-Newton
     direction, capped at ``max_step`` per coordinate in log space) and accepts it under the
     Armijo condition; the scale ``t`` doubles after an acceptance (up to 1) and shrinks
-    4x after a rejection. There is no inner line-search loop, so under ``vmap`` every
-    study costs the same and a converged study costs no extra evaluations.
+    4x after a rejection. There is no inner line-search loop: a step is one evaluation.
+    The fit stops early once the largest component of the objective's gradient at the
+    accepted point is at most ``tol`` (``0``: always ``steps``); under ``vmap`` a batch runs
+    until its slowest study stops. ``FitInfo.steps`` reports the evaluations used.
 
     With ``fit_mean`` the constant mean is profiled out (its closed-form maximiser for the
     current kernel hyperparameters, :func:`jaxstop.gp._lml_profiled`) rather than
@@ -768,8 +776,8 @@ def _fit_bfgs(X, z, mask, init: gp.GPParams, min_noise, *, steps: int, fit_mean:
     eye = jnp.eye(num, dtype=dt)
     eps = jnp.finfo(dt).eps
 
-    def step(carry, _):
-        theta, params, f, g, H, t, scaled = carry
+    def step(carry):
+        theta, params, f, g, H, t, scaled, i = carry
         p = -H @ g
         slope = jnp.dot(g, p)
         descent = slope < 0
@@ -795,7 +803,12 @@ def _fit_bfgs(X, z, mask, init: gp.GPParams, min_noise, *, steps: int, fit_mean:
         f = jnp.where(accept, fc, f)
         g = jnp.where(accept, gc, g)
         t = jnp.where(accept, jnp.minimum(1, 2 * t), t / 4)
-        return (theta, params, f, g, H, t, scaled), None
+        return theta, params, f, g, H, t, scaled, i + 1
+
+    def go_on(carry):
+        *_, f, g, _, _, _, i = carry
+        converged = jnp.isfinite(f) & (jnp.max(jnp.abs(g)) <= tol)
+        return (i < steps) & ~converged
 
     # The first step evaluates the start itself (f = inf, g = 0: a zero step that is
     # always accepted), so the objective is traced once. Profiled-out coordinates of
@@ -803,11 +816,11 @@ def _fit_bfgs(X, z, mask, init: gp.GPParams, min_noise, *, steps: int, fit_mean:
     # returns the full hyperparameters, carried beside theta.
     params0 = jax.tree_util.tree_map(lambda a: jnp.asarray(a, dt), init)
     carry0 = (theta0, params0, jnp.asarray(jnp.inf, dt), jnp.zeros_like(theta0), eye,
-              jnp.ones((), dt), jnp.asarray(False))
-    (_, p, f, _, _, _, _), _ = jax.lax.scan(step, carry0, None, length=steps)
+              jnp.ones((), dt), jnp.asarray(False), jnp.zeros((), jnp.int32))
+    _, p, f, _, _, _, _, used = jax.lax.while_loop(go_on, step, carry0)
     finite = jnp.isfinite(f) & (f < 1e10) & jnp.all(
         jnp.stack([jnp.all(jnp.isfinite(a)) for a in jax.tree_util.tree_leaves(p)]))
-    info = gp.FitInfo(f, finite, jnp.zeros((), jnp.int32), jnp.sum(mask).astype(jnp.int32))
+    info = gp.FitInfo(f, finite, jnp.zeros((), jnp.int32), jnp.sum(mask).astype(jnp.int32), used)
     return p, info
 
 
@@ -838,6 +851,7 @@ class _FitConfig(NamedTuple):
     refine_steps: int
     refine_starts: int
     chunk_size: int
+    fit_tol: float = 0.0
 
 
 def _fit_and_bound(key, X, y, avail, init, cand, dim_mask, size, delta, scale, cfg: _FitConfig):
@@ -845,7 +859,8 @@ def _fit_and_bound(key, X, y, avail, init, cand, dim_mask, size, delta, scale, c
     dt = X.dtype
     order, tmask, top, Xt, z, mean, std = _standardized_top(X, y, avail, cfg.capacity, cfg.fraction, cfg.min_points)
     _, k_cand = jax.random.split(key)
-    params, info = _fit_bfgs(Xt, z, tmask, init, cfg.min_noise, steps=cfg.steps, fit_mean=cfg.fit_mean)
+    params, info = _fit_bfgs(Xt, z, tmask, init, cfg.min_noise, steps=cfg.steps, fit_mean=cfg.fit_mean,
+                             tol=cfg.fit_tol)
     post = gp._posterior(params, Xt, z, tmask)
     n = jnp.sum(avail).astype(jnp.int32)
     t = (n if cfg.beta_t == "evaluations" else top).astype(dt)
@@ -895,6 +910,7 @@ def fit_regret_bound(
     refine_steps: int = 10,
     refine_starts: int = 8,
     fit_steps: int = 20,
+    fit_tol: float = 1e-4,
     fit_mean: bool = True,
     min_noise: float = 1e-6,
     dim_mask: ArrayLike | None = None,
@@ -907,11 +923,12 @@ def fit_regret_bound(
     ``min(n, max(min_points, floor(fraction * n)))`` rows (the GP never sees the other
     rows), standardises them, fits the GP by maximising :mod:`jaxstop.gp`'s log marginal
     likelihood plus log prior (ML-II / MAP, analytic gradient; the amplitude and, with
-    ``fit_mean``, the constant mean profiled out in closed form) with ``fit_steps``
-    quasi-Newton (BFGS) steps of fixed cost from ``init``, and evaluates
-    :func:`regret_bound` with ``beta`` from (``beta_size``, ``t``). Every study costs
-    the same under ``vmap``. In a running study pass the previous call's ``params`` as
-    ``init``: a handful of steps then suffice.
+    ``fit_mean``, the constant mean profiled out in closed form) with at most
+    ``fit_steps`` quasi-Newton (BFGS) steps of one evaluation each from ``init``, and
+    evaluates :func:`regret_bound` with ``beta`` from (``beta_size``, ``t``). The fit
+    stops early once converged (``fit_tol``); under ``vmap`` a batch costs what its
+    slowest study costs, at most ``fit_steps`` evaluations. In a running study pass the
+    previous call's ``params`` as ``init``: a handful of steps then suffice.
 
     Args:
         key: PRNG key (random candidates).
@@ -929,7 +946,10 @@ def fit_regret_bound(
         beta_scale: ``scale`` of :func:`beta`.
         refine_steps: Gradient refinement of the LCB minimum (0 = off).
         refine_starts: Starts of the refinement.
-        fit_steps: Quasi-Newton steps of the GP fit (one objective evaluation each).
+        fit_steps: Most quasi-Newton steps of the GP fit (one objective evaluation each).
+        fit_tol: The fit stops once no component of its objective's gradient (nats per
+            unit of log hyperparameter) exceeds this; 0 = always ``fit_steps`` steps.
+            ``fit_info.steps`` reports the steps taken.
         fit_mean: Fit a constant mean (True: profiled out, its generalised-least-squares
             estimate for the current kernel, the ML-II value under its flat prior) or keep
             it at 0 like Optuna (False).
@@ -985,7 +1005,7 @@ def fit_regret_bound(
         fit_mean=bool(fit_mean),
         min_noise=min_noise, num_random=num_random, refine_steps=_nonneg_int(refine_steps, "refine_steps"),
         refine_starts=_checks.positive_int(refine_starts, "refine_starts"),
-        chunk_size=_checks.positive_int(chunk_size, "chunk_size"),
+        chunk_size=_checks.positive_int(chunk_size, "chunk_size"), fit_tol=_nonneg_float(fit_tol, "fit_tol"),
     )
     size = _beta_size(beta_size, dim_mask, dt)
     return _fit_regret_bound_jit(key, X, y, mask & jnp.isfinite(y), init, cand, dim_mask, size,
@@ -1300,6 +1320,7 @@ class _ReplayConfig(NamedTuple):
     refine_starts: int
     first_fit_steps: int
     fit_steps: int
+    fit_tol: float
     fit_mean: bool
     min_noise: float
     chunk_size: int
@@ -1340,6 +1361,7 @@ def _replay_row(params, t, data, cfg: _ReplayConfig, capacity: int):
         steps=cfg.fit_steps,
         fit_mean=cfg.fit_mean, min_noise=cfg.min_noise, num_random=cfg.num_candidates,
         refine_steps=cfg.refine_steps, refine_starts=cfg.refine_starts, chunk_size=cfg.chunk_size,
+        fit_tol=cfg.fit_tol,
     )
     cand = jnp.zeros((0, configs.shape[1]), configs.dtype)
     fb = _fit_and_bound(jax.random.fold_in(key, t), configs, values, avail, params, cand, dim_mask,
@@ -1435,6 +1457,7 @@ def replay(
     refine_starts: int = 8,
     first_fit_steps: int = 30,
     fit_steps: int = 6,
+    fit_tol: float = 1e-4,
     min_noise: float = 1e-6,
     num_segments: int = 4,
     chunk_size: int = 1024,
@@ -1484,6 +1507,7 @@ def replay(
         refine_starts: Starts of the LCB refinement.
         first_fit_steps, fit_steps: Quasi-Newton steps of the first and later GP fits (the
             first row is fitted ``ceil(first_fit_steps / fit_steps)`` times in a row).
+        fit_tol: Each fit stops once converged, as in :func:`fit_regret_bound`.
         min_noise: Lower bound on the GP noise variance relative to its amplitude (standardised
             scale, where the fitted amplitude is of order 1; the fit profiles the amplitude out).
         num_segments: Capacity segments (each is compiled separately).
@@ -1571,7 +1595,7 @@ def replay(
         refine_steps=_nonneg_int(opts["refine_steps"], "refine_steps"),
         refine_starts=_checks.positive_int(refine_starts, "refine_starts"),
         first_fit_steps=_checks.positive_int(first_fit_steps, "first_fit_steps"),
-        fit_steps=_checks.positive_int(fit_steps, "fit_steps"),
+        fit_steps=_checks.positive_int(fit_steps, "fit_steps"), fit_tol=_nonneg_float(fit_tol, "fit_tol"),
         fit_mean=bool(opts["fit_mean"]),
         min_noise=_float_param(min_noise, "min_noise"), chunk_size=_checks.positive_int(chunk_size, "chunk_size"),
         recorded_ei=rec["ei"] is not None, recorded_pi=rec["pi"] is not None,

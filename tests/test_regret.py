@@ -633,3 +633,27 @@ def test_fixed_cost_fit_reaches_the_scipy_map_optimum(rng):
     K = np_matern52(X, X, float(p.amplitude), np.asarray(p.lengthscales)) + float(p.noise) * np.eye(40)
     k1 = np.linalg.solve(K, np.ones(40))
     assert float(p.mean) == pytest.approx(k1 @ z / k1.sum(), rel=1e-8)
+
+
+def test_fit_stops_once_converged_and_vmap_agrees(rng):
+    """``fit_tol``: the fit stops early at a point whose objective is that of the full fit
+    (so at the optimum), reports the steps it took, takes every step with ``fit_tol=0``,
+    and a vmapped batch of studies that converge at different steps equals the
+    studies fitted one by one."""
+    studies = [study(rng, 60, 3, noise=0.02 + 0.05 * i) for i in range(4)]
+    key = jax.random.key(0)
+    full = [regret.fit_regret_bound(key, X, y, fit_steps=60, fit_tol=0.0) for X, y in studies]
+    early = [regret.fit_regret_bound(key, X, y, fit_steps=60, fit_tol=1e-4) for X, y in studies]
+    for a, b in zip(full, early):
+        assert int(a.fit_info.steps) == 60
+        assert 1 < int(b.fit_info.steps) < 60
+        assert float(b.fit_info.objective) == pytest.approx(float(a.fit_info.objective), abs=1e-7)
+        assert float(b.bound.bound) == pytest.approx(float(a.bound.bound), rel=1e-3)
+    assert len({int(b.fit_info.steps) for b in early}) > 1
+    X = jnp.stack([jnp.asarray(X) for X, _ in studies])
+    Y = jnp.stack([jnp.asarray(y) for _, y in studies])
+    batch = jax.vmap(lambda X, y: regret.fit_regret_bound(key, X, y, fit_steps=60, fit_tol=1e-4))(X, Y)
+    np.testing.assert_array_equal(batch.fit_info.steps, [int(b.fit_info.steps) for b in early])
+    np.testing.assert_allclose(batch.bound.bound, [float(b.bound.bound) for b in early], rtol=1e-9)
+    with pytest.raises(ValueError, match="fit_tol"):
+        regret.fit_regret_bound(key, *studies[0], fit_tol=-1.0)

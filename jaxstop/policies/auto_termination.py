@@ -37,7 +37,7 @@ at random as in the initial phase.
 losses are stored but masked out, and in table mode the row still counts as
 evaluated), updates the incumbent (lowest loss; ties: the earlier evaluation), and
 calls the bound of :mod:`jaxstop.regret`: top ``max(min_points, floor(fraction * n))``
-evaluations, standardised, GP fitted with ``fit_steps`` quasi-Newton steps
+evaluations, standardised, GP fitted with at most ``fit_steps`` quasi-Newton steps
 warm-started from the previous step's hyperparameters, Eq. (8) with ``beta`` of
 (number of dimensions, ``t``) -- ``t`` = number of evaluations (``beta_t=
 "evaluations"``, the paper) or of fitted points (``"fitted"``, Optuna / the
@@ -52,7 +52,7 @@ One GP per step
 ---------------
 The acquisition uses the same GP as the bound: the hyperparameters fitted in
 ``tell`` (kept in the state) and the same top set. ``ask`` only refactorises it (one
-Cholesky of the top-set size, versus ``fit_steps`` factorisations for the fit), so a
+Cholesky of the top-set size, versus up to ``fit_steps`` factorisations for the fit), so a
 step costs one GP fit. While ``n <= min_points`` (20 by default) the top set is all
 evaluations, i.e. the paper's BO model; later the model is the local one on the
 best ``fraction`` of the evaluations that the paper recommends for the bound (Sec.
@@ -216,6 +216,7 @@ def auto_termination_bo(
     ddof: int = 1,
     test_train_ratio: float | None = None,
     fit_steps: int = 10,
+    fit_tol: float = 1e-4,
     fit_mean: bool = True,
     min_noise: float = 1e-6,
     num_candidates: int = 512,
@@ -252,7 +253,8 @@ def auto_termination_bo(
         beta_scale, delta: ``scale`` and ``delta`` of :func:`jaxstop.regret.beta`.
         ddof: Of the fold variance (1: sample variance, the paper; 0: Optuna).
         test_train_ratio: ``n_test / n_train`` of Eq. (9); default ``1 / (k - 1)``.
-        fit_steps: Quasi-Newton steps of each GP fit (warm-started).
+        fit_steps: Most quasi-Newton steps of each GP fit (warm-started).
+        fit_tol: A fit stops once converged (see :func:`jaxstop.regret.fit_regret_bound`).
         fit_mean: Fit the GP's constant mean (profiled out: its generalised-least-squares estimate).
         min_noise: Lower bound of the GP noise variance relative to its amplitude (standardised
             scale, where the fitted amplitude is of order 1).
@@ -340,6 +342,7 @@ def auto_termination_bo(
     delta = _nonneg_float(delta, "delta", positive=True, high=1.0)
     min_noise = _nonneg_float(min_noise, "min_noise", positive=True)
     fit_steps = _checks.positive_int(fit_steps, "fit_steps")
+    fit_tol = _nonneg_float(fit_tol, "fit_tol")
     num_candidates = _checks.positive_int(num_candidates, "num_candidates")
     refine_steps = (10 if cube else 0) if refine_steps is None else _checks.positive_int(
         refine_steps, "refine_steps", minimum=0)
@@ -370,7 +373,7 @@ def auto_termination_bo(
     fit_cfg = regret._FitConfig(
         capacity=capacity, fraction=fraction, min_points=min_points, beta_t=beta_t, steps=fit_steps,
         fit_mean=bool(fit_mean), min_noise=min_noise, num_random=num_candidates if cube else 0,
-        refine_steps=refine_steps, refine_starts=refine_starts, chunk_size=chunk_size,
+        refine_steps=refine_steps, refine_starts=refine_starts, chunk_size=chunk_size, fit_tol=fit_tol,
     )
     dim_mask = np.ones((d,), bool)
     ucb = acquisition == "ucb"
