@@ -1,7 +1,8 @@
 """Where the time of one regret bound goes: fit steps, candidates, refinement, linear algebra.
 
 Times :func:`jaxstop.regret.fit_regret_bound` on one synthetic study of
-``bench_termination.py`` with parts of the work switched off, and the GP
+``bench_termination.py`` with parts of the work switched off or the fit's early stop
+disabled (each row names the fit steps taken), and the GP
 log-marginal-likelihood value and gradient (one quasi-Newton step's work) on its
 own, at the top-set size ``m = n / 2``. Compile and run are timed separately;
 run times are medians after ``block_until_ready``. One thread (OpenBLAS / XLA's
@@ -41,9 +42,10 @@ from bench_termination import make_study  # noqa: E402
 from jaxstop import gp, regret  # noqa: E402
 
 VARIANTS = (
-    ("defaults (20 fit steps, 512 candidates, refinement)", {}),
+    ("defaults (at most 20 fit steps, stops once converged; 512 candidates, refinement)", {}),
+    ("always 20 fit steps (fit_tol = 0)", {"fit_tol": 0.0}),
     ("no refinement", {"refine_steps": 0}),
-    ("20 fit steps, 16 candidates, no refinement", {"candidates": 16, "refine_steps": 0}),
+    ("20 fit steps, 16 candidates, no refinement", {"fit_tol": 0.0, "candidates": 16, "refine_steps": 0}),
     ("1 fit step, 16 candidates, no refinement", {"fit_steps": 1, "candidates": 16, "refine_steps": 0}),
 )
 
@@ -75,7 +77,8 @@ def main(argv=None):
         X, y = (jnp.asarray(a) for a in make_study(rng, n, args.d))
         for name, kw in VARIANTS:
             fn = jax.jit(lambda k, X, y, kw=kw: regret.fit_regret_bound(k, X, y, **kw).bound.bound)
-            rows.append((n, name, _median_ms(fn, (key, X, y), args.repeats)))
+            steps = int(regret.fit_regret_bound(key, X, y, **kw).fit_info.steps)
+            rows.append((n, f"{name} [{steps} steps taken]", _median_ms(fn, (key, X, y), args.repeats)))
         m = n // 2
         Xm, ym = X[:m], (y[:m] - y[:m].mean()) / y[:m].std()
         p = gp.params(1.0, [0.3] * args.d, 1e-3)
