@@ -385,6 +385,34 @@ def _predict(post: Posterior, Xq):
 _predict_jit = jax.jit(_predict)
 
 
+def _correlation_parts(log_lengthscales, X, both):
+    """Unit-amplitude Matern-5/2 correlation ``C`` of the real rows and
+    ``H = (1 + sqrt5 r) exp(-sqrt5 r)`` (``dC/dr^2 = -(5/6) H``), zero off the real block."""
+    inv_ls = jnp.exp(-log_lengthscales)
+    Xs = X * inv_ls[None, :]
+    r2 = _sq_dist(Xs, Xs)
+    dist = jnp.sqrt(r2 + jnp.finfo(r2.dtype).tiny)
+    e = jnp.exp(-_SQRT5 * dist)
+    H = jnp.where(both, (1 + _SQRT5 * dist) * e, 0)
+    return jnp.where(both, H + (5.0 / 3.0) * r2 * e, 0), H
+
+
+def _masked_solve(S, y, mask, mean, profile_mean: bool):
+    """``S^-1``, the mean (given, or its generalised-least-squares estimate), ``r = y - mean``,
+    ``S^-1 r``, ``log|S|^(1/2)`` and ``n`` over the real rows of a masked SPD matrix."""
+    dt = S.dtype
+    L = _linalg.cholesky(S)
+    _, Sinv = _linalg.inv_from_cholesky(L)
+    if profile_mean:
+        ones = mask.astype(dt)
+        s1 = Sinv @ ones
+        mean = jnp.dot(s1, jnp.where(mask, y, 0)) / jnp.dot(s1, ones)
+    r = jnp.where(mask, y - mean, 0)
+    v = jnp.where(mask, Sinv @ r, 0)
+    logdet = jnp.sum(jnp.where(mask, jnp.log(jnp.diagonal(L)), 0))
+    return Sinv, mean, r, v, logdet, jnp.sum(mask).astype(dt)
+
+
 def _lml_parts(p: GPParams, X, y, mask, profile_mean: bool = False):
     """Log marginal likelihood and the pieces its gradient needs (one factorisation).
 
@@ -398,26 +426,10 @@ def _lml_parts(p: GPParams, X, y, mask, profile_mean: bool = False):
     both = mask[:, None] & mask[None, :]
     # The Matern-5/2 Gram matrix and dK/dr^2 = -(5/6) amp H, H = (1 + sqrt5 r) exp(-sqrt5 r),
     # from one distance matrix and one exp.
-    inv_ls = jnp.exp(-p.log_lengthscales)
-    Xs = X * inv_ls[None, :]
-    r2 = _sq_dist(Xs, Xs)
-    dist = jnp.sqrt(r2 + jnp.finfo(r2.dtype).tiny)
-    e = jnp.exp(-_SQRT5 * dist)
-    H = jnp.where(both, (1 + _SQRT5 * dist) * e, 0)
-    Kf = jnp.where(both, jnp.exp(p.log_amplitude) * (H + (5.0 / 3.0) * r2 * e), 0)
+    C, H = _correlation_parts(p.log_lengthscales, X, both)
+    Kf = jnp.exp(p.log_amplitude) * C
     diag = jnp.where(mask, jnp.exp(p.log_noise) + _base_jitter(p, dt), 1)
-    L = _linalg.cholesky(Kf + jnp.diag(diag))
-    _, Kinv = _linalg.inv_from_cholesky(L)
-    if profile_mean:
-        ones = mask.astype(dt)
-        k1 = Kinv @ ones
-        mean = jnp.dot(k1, jnp.where(mask, y, 0)) / jnp.dot(k1, ones)
-    else:
-        mean = p.mean
-    r = jnp.where(mask, y - mean, 0)
-    alpha = jnp.where(mask, Kinv @ r, 0)
-    logdet = jnp.sum(jnp.where(mask, jnp.log(jnp.diagonal(L)), 0))
-    n = jnp.sum(mask).astype(dt)
+    Kinv, mean, r, alpha, logdet, n = _masked_solve(Kf + jnp.diag(diag), y, mask, p.mean, profile_mean)
     value = -0.5 * jnp.dot(r, alpha) - logdet - 0.5 * n * _LOG_2PI
     W = jnp.where(both, alpha[:, None] * alpha[None, :] - Kinv, 0)
     return value, mean, (Kf, H, W, alpha)
@@ -508,28 +520,11 @@ def _scale_parts(p: GPParams, X, y, mask, fit_mean: bool, use_prior: bool):
     """
     dt = X.dtype
     both = mask[:, None] & mask[None, :]
-    inv_ls = jnp.exp(-p.log_lengthscales)
-    Xs = X * inv_ls[None, :]
-    r2 = _sq_dist(Xs, Xs)
-    dist = jnp.sqrt(r2 + jnp.finfo(r2.dtype).tiny)
-    e = jnp.exp(-_SQRT5 * dist)
-    H = jnp.where(both, (1 + _SQRT5 * dist) * e, 0)
-    Cf = jnp.where(both, H + (5.0 / 3.0) * r2 * e, 0)
+    Cf, H = _correlation_parts(p.log_lengthscales, X, both)
     ratio = jnp.exp(p.log_noise)
     diag = jnp.where(mask, ratio + 10 * jnp.finfo(dt).eps, 1)
-    L = _linalg.cholesky(Cf + jnp.diag(diag))
-    _, Cinv = _linalg.inv_from_cholesky(L)
-    if fit_mean:
-        ones = mask.astype(dt)
-        c1 = Cinv @ ones
-        mean = jnp.dot(c1, jnp.where(mask, y, 0)) / jnp.dot(c1, ones)
-    else:
-        mean = p.mean
-    r = jnp.where(mask, y - mean, 0)
-    beta = jnp.where(mask, Cinv @ r, 0)
+    Cinv, mean, r, beta, logdet, n = _masked_solve(Cf + jnp.diag(diag), y, mask, p.mean, fit_mean)
     q = jnp.dot(r, beta)
-    logdet = jnp.sum(jnp.where(mask, jnp.log(jnp.diagonal(L)), 0))
-    n = jnp.sum(mask).astype(dt)
     if use_prior:
         c = 1 + 30 * ratio
         b = 0.5 * n - 1.1
