@@ -398,8 +398,10 @@ def _correlation_parts(log_lengthscales, X, both):
 
 
 def _masked_solve(S, y, mask, mean, profile_mean: bool):
-    """``S^-1``, the mean (given, or its generalised-least-squares estimate), ``r = y - mean``,
-    ``S^-1 r``, ``log|S|^(1/2)`` and ``n`` over the real rows of a masked SPD matrix."""
+    """``S^-1``, the mean, ``r = y - mean``, ``S^-1 r``, ``log|S|^(1/2)`` and ``n`` over the
+    real rows of a masked SPD matrix. With ``profile_mean`` the mean is not ``mean`` but its
+    maximiser, the generalised-least-squares estimate ``1' S^-1 y / 1' S^-1 1``
+    (Rasmussen & Williams, Eq. 2.42 with a flat prior on the mean)."""
     dt = S.dtype
     L = _linalg.cholesky(S)
     _, Sinv = _linalg.inv_from_cholesky(L)
@@ -413,15 +415,8 @@ def _masked_solve(S, y, mask, mean, profile_mean: bool):
     return Sinv, mean, r, v, logdet, jnp.sum(mask).astype(dt)
 
 
-def _lml_parts(p: GPParams, X, y, mask, profile_mean: bool = False):
-    """Log marginal likelihood and the pieces its gradient needs (one factorisation).
-
-    With ``profile_mean`` the constant mean is not ``p.mean`` but its maximiser for the
-    other hyperparameters, the generalised-least-squares estimate
-    ``m* = 1' K^-1 y / 1' K^-1 1`` (Rasmussen & Williams, Eq. 2.42 with a flat prior on
-    the mean); the value is then the profile log likelihood. Returns
-    ``(value, mean, pieces)``.
-    """
+def _lml_parts(p: GPParams, X, y, mask):
+    """Log marginal likelihood and the pieces its gradient needs (one factorisation)."""
     dt = X.dtype
     both = mask[:, None] & mask[None, :]
     # The Matern-5/2 Gram matrix and dK/dr^2 = -(5/6) amp H, H = (1 + sqrt5 r) exp(-sqrt5 r),
@@ -429,10 +424,10 @@ def _lml_parts(p: GPParams, X, y, mask, profile_mean: bool = False):
     C, H = _correlation_parts(p.log_lengthscales, X, both)
     Kf = jnp.exp(p.log_amplitude) * C
     diag = jnp.where(mask, jnp.exp(p.log_noise) + _base_jitter(p, dt), 1)
-    Kinv, mean, r, alpha, logdet, n = _masked_solve(Kf + jnp.diag(diag), y, mask, p.mean, profile_mean)
+    Kinv, _, r, alpha, logdet, n = _masked_solve(Kf + jnp.diag(diag), y, mask, p.mean, False)
     value = -0.5 * jnp.dot(r, alpha) - logdet - 0.5 * n * _LOG_2PI
     W = jnp.where(both, alpha[:, None] * alpha[None, :] - Kinv, 0)
-    return value, mean, (Kf, H, W, alpha)
+    return value, (Kf, H, W, alpha)
 
 
 @jax.custom_vjp
@@ -443,7 +438,7 @@ def _lml(p: GPParams, X, y, mask):
 
 
 def _lml_fwd(p, X, y, mask):
-    value, _, (Kf, H, W, alpha) = _lml_parts(p, X, y, mask)
+    value, (Kf, H, W, alpha) = _lml_parts(p, X, y, mask)
     return value, (p, X, Kf, H, W, alpha)
 
 
@@ -473,33 +468,6 @@ def _lml_bwd(res, g):
 
 
 _lml.defvjp(_lml_fwd, _lml_bwd)
-
-
-@jax.custom_vjp
-def _lml_profiled(p: GPParams, X, y, mask):
-    """``(profile log likelihood, m*)``: :func:`_lml` with the constant mean at its maximiser.
-
-    The gradient is that of the profile likelihood. Since ``1' K^-1 (y - m* 1) = 0`` at
-    ``m*``, the derivative through ``m*`` vanishes (envelope theorem) and the partial
-    derivatives at ``m*`` are the total ones: :func:`_lml_bwd` with ``alpha`` at ``m*``;
-    the mean's own derivative is 0 and ``p.mean`` is ignored. ``m*`` is returned for
-    reading only (no derivative flows through it).
-    """
-    value, mean, _ = _lml_parts(p, X, y, mask, profile_mean=True)
-    return value, mean
-
-
-def _lml_profiled_fwd(p, X, y, mask):
-    value, mean, (Kf, H, W, alpha) = _lml_parts(p, X, y, mask, profile_mean=True)
-    return (value, mean), (p, X, Kf, H, W, alpha)
-
-
-def _lml_profiled_bwd(res, g):
-    dp, d_X, d_y, _ = _lml_bwd(res, g[0])
-    return dp._replace(mean=jnp.zeros_like(dp.mean)), d_X, d_y, None
-
-
-_lml_profiled.defvjp(_lml_profiled_fwd, _lml_profiled_bwd)
 
 
 def _scale_parts(p: GPParams, X, y, mask, fit_mean: bool, use_prior: bool):
@@ -647,19 +615,6 @@ def _clip_raw(raw: GPParams) -> GPParams:
         log_lengthscales=jnp.clip(raw.log_lengthscales, -_LOG_BOX, _LOG_BOX),
         log_noise=jnp.clip(raw.log_noise, -3 * _LOG_BOX, _LOG_BOX),
     )
-
-
-def _objective_profiled(raw, X, y, mask, min_noise, use_prior):
-    """``(objective, m*)``: :func:`_objective` with the constant mean profiled out
-    (:func:`_lml_profiled`); the flat prior on the mean makes the two share their minimiser."""
-    raw = _clip_raw(raw)
-    p = _from_raw(raw, min_noise)
-    lml, mean = _lml_profiled(p, X, y, mask)
-    val = -lml
-    if use_prior:
-        val = val - log_prior(p)
-    big = jnp.asarray(1e10, val.dtype)
-    return jnp.where(jnp.isfinite(val), val, big), mean
 
 
 def _objective_profiled_scale(raw, X, y, mask, min_noise, use_prior, fit_mean, mean0):

@@ -719,7 +719,7 @@ def _cv_threshold(fold_scores, mask, ratio, ddof):
 
 # -------------------------------------------------------------- fit + bound
 def _fit_bfgs(X, z, mask, init: gp.GPParams, min_noise, *, steps: int, fit_mean: bool,
-              tol: float = 0.0, profile_amplitude: bool = True, max_step: float = 1.0):
+              tol: float = 0.0, max_step: float = 1.0):
     """ML-II fit with a bounded cost: at most ``steps`` objective evaluations (the first at ``init``).
 
     Dense BFGS on the inverse Hessian of :func:`jaxstop.gp`'s objective (negative log
@@ -732,39 +732,22 @@ def _fit_bfgs(X, z, mask, init: gp.GPParams, min_noise, *, steps: int, fit_mean:
     accepted point is at most ``tol`` (``0``: always ``steps``); under ``vmap`` a batch runs
     until its slowest study stops. ``FitInfo.steps`` reports the evaluations used.
 
-    With ``fit_mean`` the constant mean is profiled out (its closed-form maximiser for the
-    current kernel hyperparameters, :func:`jaxstop.gp._lml_profiled`) rather than
-    optimised as a coordinate: the minimiser is the same (flat prior on the mean), the
-    steps see one dimension fewer and no mean-lengthscale coupling, and the fit reaches
-    a given objective gap in fewer steps. ``init.mean`` is then ignored.
-
-    With ``profile_amplitude`` the amplitude is profiled out as well (closed form under
-    its Gamma prior, :func:`jaxstop.gp._lml_profiled_scale`): the steps move the
-    lengthscales and the noise-to-amplitude ratio only, and ``min_noise`` floors that
-    ratio (on the standardised scale the amplitude is of order 1). The minimiser is the
-    same where the floor is not active; the fit gets there in fewer steps and far more
-    reliably from a cold start.
+    The amplitude and, with ``fit_mean``, the constant mean are profiled out in closed
+    form for the current lengthscales and noise-to-amplitude ratio
+    (:func:`jaxstop.gp._lml_profiled_scale`: the mean's generalised-least-squares
+    estimate, the amplitude's maximiser under its Gamma prior), so the steps move the
+    lengthscales and that ratio only; without ``fit_mean`` the mean stays ``init.mean``.
+    ``min_noise`` floors the ratio (on the standardised scale the amplitude is of order
+    1). The minimiser is that of the joint objective where the floor is not active; the
+    steps see fewer dimensions and no amplitude-lengthscale coupling, and reach a given
+    objective gap in fewer steps, far more reliably from a cold start.
     """
     dt = X.dtype
     min_noise = jnp.asarray(min_noise, dt)
     mean0 = jnp.asarray(init.mean, dt)
-    if profile_amplitude:
-        start = init._replace(log_noise=init.log_noise - init.log_amplitude)
-        objective = partial(gp._objective_profiled_scale, X=X, y=z, mask=mask, min_noise=min_noise,
-                            use_prior=True, fit_mean=fit_mean, mean0=mean0)
-    elif fit_mean:
-        start = init
-
-        def objective(raw):
-            f, m = gp._objective_profiled(raw, X, z, mask, min_noise, True)
-            return f, jax.lax.stop_gradient(gp._from_raw(gp._clip_raw(raw), min_noise)._replace(mean=m))
-    else:
-        start = init
-
-        def objective(raw):
-            f = gp._objective(raw, X, z, mask, min_noise, True, False, mean0)
-            return f, jax.lax.stop_gradient(gp._from_raw(gp._clip_raw(raw), min_noise)._replace(mean=mean0))
-
+    start = init._replace(log_noise=init.log_noise - init.log_amplitude)
+    objective = partial(gp._objective_profiled_scale, X=X, y=z, mask=mask, min_noise=min_noise,
+                        use_prior=True, fit_mean=fit_mean, mean0=mean0)
     raw0 = gp._to_raw(start, min_noise)
     theta0, unravel = jax.flatten_util.ravel_pytree(raw0)
 

@@ -107,37 +107,6 @@ def test_lml_gradient_matches_finite_differences(rng):
     np.testing.assert_allclose(grads[1][i, k], fd_x, rtol=1e-6, atol=1e-8)
 
 
-def test_profiled_lml_is_the_maximum_over_the_mean(rng):
-    """The profile likelihood: value and mean against SciPy's 1-D maximisation of the NumPy
-    oracle over the mean; its gradient against central differences of that maximum."""
-    X, y = make_data(rng, n=20)
-    y = y + 3.0
-    p = gp_params()
-
-    def profile(t):
-        amp, ls, noise = np.exp(t[0]), np.exp(t[1:4]), np.exp(t[4])
-        res = scipy.optimize.minimize_scalar(lambda m: -np_lml(X, y, amp, ls, noise, m),
-                                             bracket=(0.0, 5.0), tol=1e-12)
-        return -res.fun, res.x
-
-    theta = np.concatenate([[np.log(P["amp"])], np.log(P["ls"]), [np.log(P["noise"])]])
-    value, mean = gp._lml_profiled(p, jnp.asarray(X), jnp.asarray(y), jnp.ones(len(y), bool))
-    ref_value, ref_mean = profile(theta)
-    np.testing.assert_allclose(float(value), ref_value, rtol=1e-10)
-    np.testing.assert_allclose(float(mean), ref_mean, rtol=1e-6)
-    grad = jax.grad(lambda q: gp._lml_profiled(q, jnp.asarray(X), jnp.asarray(y), jnp.ones(len(y), bool))[0])(p)
-    h = 1e-4
-    fd = np.array([(profile(theta + h * e)[0] - profile(theta - h * e)[0]) / (2 * h) for e in np.eye(5)])
-    ours = np.concatenate([[grad.log_amplitude], grad.log_lengthscales, [grad.log_noise]])
-    np.testing.assert_allclose(ours, fd, rtol=1e-5, atol=1e-6)
-    assert float(grad.mean) == 0.0
-    # padding rows do not change the profile
-    Xp = np.concatenate([X, rng.uniform(size=(5, 3))])
-    yp = np.concatenate([y, 100 * np.ones(5)])
-    vp, mp = gp._lml_profiled(p, jnp.asarray(Xp), jnp.asarray(yp), jnp.arange(25) < 20)
-    np.testing.assert_allclose([float(vp), float(mp)], [float(value), float(mean)], rtol=1e-10)
-
-
 @pytest.mark.parametrize("use_prior", [True, False])
 @pytest.mark.parametrize("fit_mean", [True, False])
 def test_scale_profile_is_the_maximum_over_the_amplitude(rng, use_prior, fit_mean):
