@@ -8,6 +8,7 @@ Value checks (NaN, ranges) run only on concrete arrays: inside ``jit`` or
 
 from __future__ import annotations
 
+import math
 import numbers
 
 import jax
@@ -101,6 +102,17 @@ def positive_int(value, name: str, minimum: int = 1) -> int:
     if value < minimum:
         raise ValueError(f"{name} must be >= {minimum}, got {value}")
     return int(value)
+
+
+def nonneg_float(value, name: str, *, positive: bool = False, high: float | None = None) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a float, got {type(value).__name__}")
+    value = float(value)
+    if not math.isfinite(value) or value < 0 or (positive and value == 0):
+        raise ValueError(f"{name} must be a finite number {'> 0' if positive else '>= 0'}, got {value!r}")
+    if high is not None and value > high:
+        raise ValueError(f"{name} must be <= {high}, got {value!r}")
+    return value
 
 
 def positive_scalar(value, name: str, allow_zero: bool = False) -> None:

@@ -490,7 +490,7 @@ def _scale_parts(p: GPParams, X, y, mask, fit_mean: bool, use_prior: bool):
     both = mask[:, None] & mask[None, :]
     Cf, H = _correlation_parts(p.log_lengthscales, X, both)
     ratio = jnp.exp(p.log_noise)
-    diag = jnp.where(mask, ratio + 10 * jnp.finfo(dt).eps, 1)
+    diag = jnp.where(mask, ratio + _base_jitter(p._replace(log_amplitude=jnp.zeros_like(ratio)), dt), 1)
     Cinv, mean, r, beta, logdet, n = _masked_solve(Cf + jnp.diag(diag), y, mask, p.mean, fit_mean)
     q = jnp.dot(r, beta)
     if use_prior:

@@ -214,12 +214,6 @@ def _float_param(value, name: str, *, low=0.0, high=None, inclusive_high=True) -
     return value
 
 
-def _nonneg_float(value, name: str) -> float:
-    if isinstance(value, numbers.Real) and not isinstance(value, bool) and value == 0:
-        return 0.0
-    return _float_param(value, name)
-
-
 def _nonneg_int(value, name: str) -> int:
     return _checks.positive_int(value, name, minimum=0)
 
@@ -834,7 +828,7 @@ class _FitConfig(NamedTuple):
     refine_steps: int
     refine_starts: int
     chunk_size: int
-    fit_tol: float = 0.0
+    fit_tol: float
 
 
 def _fit_and_bound(key, X, y, avail, init, cand, dim_mask, size, delta, scale, cfg: _FitConfig):
@@ -988,7 +982,7 @@ def fit_regret_bound(
         fit_mean=bool(fit_mean),
         min_noise=min_noise, num_random=num_random, refine_steps=_nonneg_int(refine_steps, "refine_steps"),
         refine_starts=_checks.positive_int(refine_starts, "refine_starts"),
-        chunk_size=_checks.positive_int(chunk_size, "chunk_size"), fit_tol=_nonneg_float(fit_tol, "fit_tol"),
+        chunk_size=_checks.positive_int(chunk_size, "chunk_size"), fit_tol=_checks.nonneg_float(fit_tol, "fit_tol"),
     )
     size = _beta_size(beta_size, dim_mask, dt)
     return _fit_regret_bound_jit(key, X, y, mask & jnp.isfinite(y), init, cand, dim_mask, size,
@@ -1578,7 +1572,7 @@ def replay(
         refine_steps=_nonneg_int(opts["refine_steps"], "refine_steps"),
         refine_starts=_checks.positive_int(refine_starts, "refine_starts"),
         first_fit_steps=_checks.positive_int(first_fit_steps, "first_fit_steps"),
-        fit_steps=_checks.positive_int(fit_steps, "fit_steps"), fit_tol=_nonneg_float(fit_tol, "fit_tol"),
+        fit_steps=_checks.positive_int(fit_steps, "fit_steps"), fit_tol=_checks.nonneg_float(fit_tol, "fit_tol"),
         fit_mean=bool(opts["fit_mean"]),
         min_noise=_float_param(min_noise, "min_noise"), chunk_size=_checks.positive_int(chunk_size, "chunk_size"),
         recorded_ei=rec["ei"] is not None, recorded_pi=rec["pi"] is not None,

@@ -136,6 +136,7 @@ def test_scale_profile_is_the_maximum_over_the_amplitude(rng, use_prior, fit_mea
 
     theta = np.concatenate([np.log(P["ls"]), [np.log(0.05)]])
     p = gp.GPParams(jnp.asarray(5.0), jnp.asarray(theta[:3]), jnp.asarray(theta[3]), jnp.asarray(m0))
+
     def f(q, Xa, ya, ma):
         return gp._lml_profiled_scale(q, Xa, ya, ma, fit_mean, use_prior)
 

@@ -167,7 +167,7 @@ def test_python_loop_sim_run_and_vmap_agree(loop, singles, batch):
     li = loop["infos_stacked"]
     for name in ("terminate", "incumbent", "criterion", "num_fitted", "num_evaluations", "ok"):
         np.testing.assert_array_equal(getattr(tr.infos, name)[:n], getattr(li, name), err_msg=name)
-    # The per-step calls, the compiled loop and its vmapped form round differently; warm-started fixed-step
+    # The per-step calls, the compiled loop and its vmapped form round differently; warm-started
     # fits carry such differences from trial to trial (seen: up to 1e-6 relative).
     for name in ("bound", "threshold", "best_value", "ucb_min", "lcb_min"):
         np.testing.assert_allclose(getattr(tr.infos, name)[:n], getattr(li, name), rtol=1e-5, atol=1e-10,

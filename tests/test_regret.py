@@ -630,6 +630,12 @@ def test_fixed_cost_fit_reaches_the_scipy_map_optimum(rng):
     ours = neg(np.concatenate([[p.log_amplitude], p.log_lengthscales, [np.log(p.noise - 1e-6)], [p.mean]]))
     np.testing.assert_allclose(float(info.objective), ours, rtol=1e-8)
     assert ours <= best + 1e-6 * abs(best)
+    # stopping once converged (largest gradient component <= 1e-4) lands on the same optimum
+    pe, ie = regret._fit_bfgs(jnp.asarray(X), jnp.asarray(z), jnp.asarray(mask), init, 1e-6, steps=80,
+                              fit_mean=True, tol=1e-4)
+    assert int(ie.steps) < 80 and int(info.steps) == 80
+    early = neg(np.concatenate([[pe.log_amplitude], pe.log_lengthscales, [np.log(pe.noise - 1e-6)], [pe.mean]]))
+    assert early <= best + 1e-6 * abs(best)
     K = np_matern52(X, X, float(p.amplitude), np.asarray(p.lengthscales)) + float(p.noise) * np.eye(40)
     k1 = np.linalg.solve(K, np.ones(40))
     assert float(p.mean) == pytest.approx(k1 @ z / k1.sum(), rel=1e-8)

@@ -82,8 +82,6 @@ is no incumbent and the CV part is 0.
 
 from __future__ import annotations
 
-import math
-import numbers
 from typing import NamedTuple
 
 import jax
@@ -182,17 +180,6 @@ class AutoTerminationInfo(NamedTuple):
     num_fitted: jax.Array
     num_evaluations: jax.Array
     ok: jax.Array
-
-
-def _nonneg_float(value, name: str, *, positive: bool = False, high: float | None = None) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a float, got {type(value).__name__}")
-    value = float(value)
-    if not math.isfinite(value) or value < 0 or (positive and value == 0):
-        raise ValueError(f"{name} must be a finite number {'> 0' if positive else '>= 0'}, got {value!r}")
-    if high is not None and value > high:
-        raise ValueError(f"{name} must be <= {high}, got {value!r}")
-    return value
 
 
 def auto_termination_bo(
@@ -333,16 +320,16 @@ def auto_termination_bo(
         raise ValueError(f"beta_t must be one of {regret._BETA_T}, got {beta_t!r}")
     if isinstance(ddof, bool) or ddof not in (0, 1):
         raise ValueError(f"ddof must be 0 or 1, got {ddof!r}")
-    fraction = _nonneg_float(fraction, "fraction", positive=True, high=1.0)
+    fraction = _checks.nonneg_float(fraction, "fraction", positive=True, high=1.0)
     min_points = _checks.positive_int(min_points, "min_points")
     if test_train_ratio is not None:
-        test_train_ratio = _nonneg_float(test_train_ratio, "test_train_ratio")
-    threshold_scale = _nonneg_float(threshold_scale, "threshold_scale")
-    beta_scale = _nonneg_float(beta_scale, "beta_scale", positive=True)
-    delta = _nonneg_float(delta, "delta", positive=True, high=1.0)
-    min_noise = _nonneg_float(min_noise, "min_noise", positive=True)
+        test_train_ratio = _checks.nonneg_float(test_train_ratio, "test_train_ratio")
+    threshold_scale = _checks.nonneg_float(threshold_scale, "threshold_scale")
+    beta_scale = _checks.nonneg_float(beta_scale, "beta_scale", positive=True)
+    delta = _checks.nonneg_float(delta, "delta", positive=True, high=1.0)
+    min_noise = _checks.nonneg_float(min_noise, "min_noise", positive=True)
     fit_steps = _checks.positive_int(fit_steps, "fit_steps")
-    fit_tol = _nonneg_float(fit_tol, "fit_tol")
+    fit_tol = _checks.nonneg_float(fit_tol, "fit_tol")
     num_candidates = _checks.positive_int(num_candidates, "num_candidates")
     refine_steps = (10 if cube else 0) if refine_steps is None else _checks.positive_int(
         refine_steps, "refine_steps", minimum=0)
@@ -361,11 +348,11 @@ def auto_termination_bo(
             raise ValueError("fold_scores must be finite")
         if ddof >= folds.shape[1]:
             raise ValueError(f"ddof ({ddof}) must be < the number of folds ({folds.shape[1]})")
-        threshold = 0.0 if threshold is None else _nonneg_float(threshold, "threshold")
+        threshold = 0.0 if threshold is None else _checks.nonneg_float(threshold, "threshold")
     else:
         if threshold is None:
             raise ValueError("give fold_scores (cross-validation threshold, table mode) or a fixed threshold")
-        threshold = _nonneg_float(threshold, "threshold")
+        threshold = _checks.nonneg_float(threshold, "threshold")
         folds = jnp.zeros((num_configs, 0), fdtype)
     folds_shape = tuple(folds.shape)
 
