@@ -319,6 +319,21 @@ def _posterior(p: GPParams, X, y, mask) -> Posterior:
     return Posterior(p, X, mask, L, Linv, alpha, _base_jitter(p, X.dtype) + extra, ok)
 
 
+def _posterior_from_scaled_factor(p: GPParams, X, y, mask, factor) -> Posterior:
+    """:func:`_posterior` from the factor ``(L, L^-1)`` of ``K / a`` (``a`` the amplitude) that
+    :func:`_scale_parts` computed for the same hyperparameters: ``K = a (C + g I)`` plus the
+    base jitter ``10 eps a``, so ``chol(K) = sqrt(a) L`` on the real rows; no factorisation."""
+    L_s, Linv_s = factor
+    root = jnp.exp(0.5 * p.log_amplitude)
+    real = mask[:, None]
+    L = jnp.where(real, root * L_s, L_s)
+    Linv = jnp.where(real, Linv_s / root, Linv_s)
+    r = jnp.where(mask, y - p.mean, 0)
+    alpha = jnp.where(mask, Linv.T @ (Linv @ r), 0)
+    ok = jnp.all(jnp.isfinite(L)) & jnp.all(jnp.isfinite(Linv))
+    return Posterior(p, X, mask, L, Linv, alpha, _base_jitter(p, X.dtype), ok)
+
+
 def posterior(p: GPParams, X: ArrayLike, y: ArrayLike, mask: ArrayLike | None = None) -> Posterior:
     """Conditions the GP on the real rows of ``(X, y)``.
 
@@ -398,13 +413,13 @@ def _correlation_parts(log_lengthscales, X, both):
 
 
 def _masked_solve(S, y, mask, mean, profile_mean: bool):
-    """``S^-1``, the mean, ``r = y - mean``, ``S^-1 r``, ``log|S|^(1/2)`` and ``n`` over the
-    real rows of a masked SPD matrix. With ``profile_mean`` the mean is not ``mean`` but its
+    """``S^-1``, the mean, ``r = y - mean``, ``S^-1 r``, ``log|S|^(1/2)``, ``n`` and the factor
+    ``(L, L^-1)`` over the real rows of a masked SPD matrix. With ``profile_mean`` the mean is not ``mean`` but its
     maximiser, the generalised-least-squares estimate ``1' S^-1 y / 1' S^-1 1``
     (Rasmussen & Williams, Eq. 2.42 with a flat prior on the mean)."""
     dt = S.dtype
     L = _linalg.cholesky(S)
-    _, Sinv = _linalg.inv_from_cholesky(L)
+    Linv, Sinv = _linalg.inv_from_cholesky(L)
     if profile_mean:
         ones = mask.astype(dt)
         s1 = Sinv @ ones
@@ -412,7 +427,7 @@ def _masked_solve(S, y, mask, mean, profile_mean: bool):
     r = jnp.where(mask, y - mean, 0)
     v = jnp.where(mask, Sinv @ r, 0)
     logdet = jnp.sum(jnp.where(mask, jnp.log(jnp.diagonal(L)), 0))
-    return Sinv, mean, r, v, logdet, jnp.sum(mask).astype(dt)
+    return Sinv, mean, r, v, logdet, jnp.sum(mask).astype(dt), (L, Linv)
 
 
 def _lml_parts(p: GPParams, X, y, mask):
@@ -424,7 +439,7 @@ def _lml_parts(p: GPParams, X, y, mask):
     C, H = _correlation_parts(p.log_lengthscales, X, both)
     Kf = jnp.exp(p.log_amplitude) * C
     diag = jnp.where(mask, jnp.exp(p.log_noise) + _base_jitter(p, dt), 1)
-    Kinv, _, r, alpha, logdet, n = _masked_solve(Kf + jnp.diag(diag), y, mask, p.mean, False)
+    Kinv, _, r, alpha, logdet, n, _ = _masked_solve(Kf + jnp.diag(diag), y, mask, p.mean, False)
     value = -0.5 * jnp.dot(r, alpha) - logdet - 0.5 * n * _LOG_2PI
     W = jnp.where(both, alpha[:, None] * alpha[None, :] - Kinv, 0)
     return value, (Kf, H, W, alpha)
@@ -483,15 +498,16 @@ def _scale_parts(p: GPParams, X, y, mask, fit_mean: bool, use_prior: bool):
     ``fit_mean``, its generalised-least-squares estimate (the same for every ``a``).
     ``log a`` is kept in gp's box ``[-12, 12]`` (``q = 0`` for constant ``y``).
 
-    Returns ``(value, log_a, mean, pieces)``, ``pieces`` as :func:`_lml_parts` gives them
-    for the covariance at ``a``.
+    Returns ``(value, log_a, mean, pieces, factor)``, ``pieces`` as :func:`_lml_parts` gives
+    them for the covariance at ``a`` and ``factor`` the Cholesky factor of ``C + g I`` (plus
+    the base jitter at unit amplitude) and its inverse (:func:`_posterior_from_scaled_factor`).
     """
     dt = X.dtype
     both = mask[:, None] & mask[None, :]
     Cf, H = _correlation_parts(p.log_lengthscales, X, both)
     ratio = jnp.exp(p.log_noise)
     diag = jnp.where(mask, ratio + _base_jitter(p._replace(log_amplitude=jnp.zeros_like(ratio)), dt), 1)
-    Cinv, mean, r, beta, logdet, n = _masked_solve(Cf + jnp.diag(diag), y, mask, p.mean, fit_mean)
+    Cinv, mean, r, beta, logdet, n, factor = _masked_solve(Cf + jnp.diag(diag), y, mask, p.mean, fit_mean)
     q = jnp.dot(r, beta)
     if use_prior:
         c = 1 + 30 * ratio
@@ -508,27 +524,28 @@ def _scale_parts(p: GPParams, X, y, mask, fit_mean: bool, use_prior: bool):
         value = value + _log_prior_scale(log_a, log_a + p.log_noise)
     alpha = beta / a
     W = jnp.where(both, (alpha[:, None] * beta[None, :] - Cinv) / a, 0)
-    return value, log_a, mean, (a * Cf, H, W, alpha)
+    return value, log_a, mean, (a * Cf, H, W, alpha), factor
 
 
 @partial(jax.custom_vjp, nondiff_argnums=(4, 5))
 def _lml_profiled_scale(p: GPParams, X, y, mask, fit_mean: bool, use_prior: bool):
-    """``(value, log a*, m)`` of :func:`_scale_parts`, differentiable in ``p`` (lengthscales,
-    ``log g``, and the mean unless profiled), ``X`` and ``y``.
+    """``(value, log a*, m, factor)`` of :func:`_scale_parts`, differentiable in ``p``
+    (lengthscales, ``log g``, and the mean unless profiled), ``X`` and ``y``.
 
     ``value`` is the maximum over ``a`` (and ``m`` with ``fit_mean``), so its total
     derivative is the partial one at ``a*`` (envelope theorem): :func:`_lml_bwd` for the
     covariance at ``a*``, where ``d/d log g`` at fixed ``a`` is ``d/d log noise``, plus the
-    noise prior's ``0.1 - 30 a g``. ``log a*`` and ``m`` are returned for reading only.
+    noise prior's ``0.1 - 30 a g``. ``log a*``, ``m`` and ``factor`` are returned for
+    reading only (no derivative flows through them).
     """
-    value, log_a, mean, _ = _scale_parts(p, X, y, mask, fit_mean, use_prior)
-    return value, log_a, mean
+    value, log_a, mean, _, factor = _scale_parts(p, X, y, mask, fit_mean, use_prior)
+    return value, log_a, mean, factor
 
 
 def _lml_profiled_scale_fwd(p, X, y, mask, fit_mean, use_prior):
-    value, log_a, mean, (Kf, H, W, alpha) = _scale_parts(p, X, y, mask, fit_mean, use_prior)
+    value, log_a, mean, (Kf, H, W, alpha), factor = _scale_parts(p, X, y, mask, fit_mean, use_prior)
     p_cov = GPParams(log_a, p.log_lengthscales, log_a + p.log_noise, mean)
-    return (value, log_a, mean), (p_cov, X, Kf, H, W, alpha)
+    return (value, log_a, mean, factor), (p_cov, X, Kf, H, W, alpha)
 
 
 def _lml_profiled_scale_bwd(fit_mean, use_prior, res, g):
@@ -618,23 +635,24 @@ def _clip_raw(raw: GPParams) -> GPParams:
 
 
 def _objective_profiled_scale(raw, X, y, mask, min_noise, use_prior, fit_mean, mean0):
-    """``(objective, params)`` with the amplitude profiled out (:func:`_lml_profiled_scale`).
+    """``(objective, (params, factor))`` with the amplitude profiled out (:func:`_lml_profiled_scale`).
 
     ``raw.log_noise`` is the raw noise-to-amplitude ratio ``g`` (floored at ``min_noise``
     like the noise of :func:`_objective`), ``raw.log_amplitude`` is ignored, and the mean
     is profiled (``fit_mean``) or ``mean0``. ``params`` are the hyperparameters in gp's
-    usual form (amplitude ``a*``, noise ``a* g``). The minimiser is that of
-    :func:`_objective` when the floor is not active.
+    usual form (amplitude ``a*``, noise ``a* g``); ``factor`` conditions the GP on them
+    without another factorisation (:func:`_posterior_from_scaled_factor`). The minimiser is
+    that of :func:`_objective` when the floor is not active.
     """
     raw = _clip_raw(raw)
     p = _from_raw(raw, min_noise)._replace(mean=jnp.asarray(mean0, X.dtype))
-    value, log_a, mean = _lml_profiled_scale(p, X, y, mask, fit_mean, use_prior)
+    value, log_a, mean, factor = _lml_profiled_scale(p, X, y, mask, fit_mean, use_prior)
     if use_prior:
         value = value + _log_prior_lengthscales(p)
     val = -value
     big = jnp.asarray(1e10, val.dtype)
     out = GPParams(log_a, p.log_lengthscales, log_a + p.log_noise, mean)
-    return jnp.where(jnp.isfinite(val), val, big), jax.lax.stop_gradient(out)
+    return jnp.where(jnp.isfinite(val), val, big), jax.lax.stop_gradient((out, factor))
 
 
 def _objective(raw, X, y, mask, min_noise, use_prior, fit_mean, mean0):

@@ -140,7 +140,7 @@ def test_scale_profile_is_the_maximum_over_the_amplitude(rng, use_prior, fit_mea
     def f(q, Xa, ya, ma):
         return gp._lml_profiled_scale(q, Xa, ya, ma, fit_mean, use_prior)
 
-    value, log_a, mean = f(p, jnp.asarray(X), jnp.asarray(y), jnp.ones(20, bool))
+    value, log_a, mean, factor = f(p, jnp.asarray(X), jnp.asarray(y), jnp.ones(20, bool))
     ref_value, ref_u = profile(theta)
     np.testing.assert_allclose(float(value), ref_value, rtol=1e-10)
     np.testing.assert_allclose(float(log_a), ref_u[0], atol=1e-6)
@@ -160,7 +160,21 @@ def test_scale_profile_is_the_maximum_over_the_amplitude(rng, use_prior, fit_mea
     Xp = np.concatenate([X, rng.uniform(size=(5, 3))])
     yp = np.concatenate([y, 100 * np.ones(5)])
     padded = f(p, jnp.asarray(Xp), jnp.asarray(yp), jnp.arange(25) < 20)
-    np.testing.assert_allclose([float(v) for v in padded], [float(value), float(log_a), float(mean)], rtol=1e-10)
+    np.testing.assert_allclose([float(v) for v in padded[:3]], [float(value), float(log_a), float(mean)], rtol=1e-10)
+    # The returned factor conditions the GP at (a*, lengthscales, a* g, m*) without another
+    # factorisation: predictions equal the NumPy oracle's, padded or not.
+    fitted = gp.GPParams(log_a, p.log_lengthscales, log_a + p.log_noise, mean)
+    a = float(np.exp(log_a))
+    Xq = rng.uniform(size=(7, 3))
+    mu_ref, var_ref = np_posterior(X, y, Xq, a, P["ls"], a * 0.05, float(mean))
+    for Xa, ya, ma, fac in ((X, y, np.ones(20, bool), factor), (Xp, yp, np.arange(25) < 20, padded[3])):
+        post = gp._posterior_from_scaled_factor(fitted, jnp.asarray(Xa), jnp.asarray(ya), jnp.asarray(ma), fac)
+        assert bool(post.ok)
+        mu, var = gp.predict(post, Xq)
+        np.testing.assert_allclose(mu, mu_ref, rtol=1e-9, atol=1e-9)
+        np.testing.assert_allclose(var, var_ref, rtol=1e-7, atol=1e-9 * a)
+        direct = gp.posterior(fitted, Xa, ya, ma)
+        np.testing.assert_allclose(post.chol, direct.chol, rtol=1e-9, atol=1e-12)
 
 
 def test_padding_has_no_effect(rng):

@@ -86,7 +86,7 @@ def test_blocked_inverses_match_numpy_above_the_leaf_size(rng):
 
 
 def test_blocked_inverse_gradients_and_vmap_above_the_leaf_size(key):
-    K = spd(key, 3, 45)
+    K = spd(key, 3, 70)  # above both leaf sizes (32, 64)
 
     def ours(K):
         L = _linalg.cholesky(K)

@@ -614,7 +614,8 @@ def test_fixed_cost_fit_reaches_the_scipy_map_optimum(rng):
     z = (y - y.mean()) / y.std() + 0.7  # an offset for the mean to find
     mask = np.ones(40, bool)
     init = regret._default_params(3, jnp.ones(3, bool), jnp.float64)
-    p, info = regret._fit_bfgs(jnp.asarray(X), jnp.asarray(z), jnp.asarray(mask), init, 1e-6, steps=80, fit_mean=True)
+    p, info, post = regret._fit_bfgs(jnp.asarray(X), jnp.asarray(z), jnp.asarray(mask), init, 1e-6, steps=80,
+                                     fit_mean=True)
 
     def neg(t):
         amp, ls, noise = np.exp(t[0]), np.exp(t[1:4]), np.exp(t[4]) + 1e-6
@@ -631,14 +632,22 @@ def test_fixed_cost_fit_reaches_the_scipy_map_optimum(rng):
     np.testing.assert_allclose(float(info.objective), ours, rtol=1e-8)
     assert ours <= best + 1e-6 * abs(best)
     # stopping once converged (largest gradient component <= 1e-4) lands on the same optimum
-    pe, ie = regret._fit_bfgs(jnp.asarray(X), jnp.asarray(z), jnp.asarray(mask), init, 1e-6, steps=80,
-                              fit_mean=True, tol=1e-4)
+    pe, ie, _ = regret._fit_bfgs(jnp.asarray(X), jnp.asarray(z), jnp.asarray(mask), init, 1e-6, steps=80,
+                                 fit_mean=True, tol=1e-4)
     assert int(ie.steps) < 80 and int(info.steps) == 80
     early = neg(np.concatenate([[pe.log_amplitude], pe.log_lengthscales, [np.log(pe.noise - 1e-6)], [pe.mean]]))
     assert early <= best + 1e-6 * abs(best)
     K = np_matern52(X, X, float(p.amplitude), np.asarray(p.lengthscales)) + float(p.noise) * np.eye(40)
     k1 = np.linalg.solve(K, np.ones(40))
     assert float(p.mean) == pytest.approx(k1 @ z / k1.sum(), rel=1e-8)
+    # the fit's GP (from the accepted evaluation's factor) predicts as the dense oracle does
+    Xq = rng.uniform(size=(9, 3))
+    mu_ref, var_ref = np_posterior(X, z, float(p.amplitude), np.asarray(p.lengthscales), float(p.noise),
+                                   float(p.mean))(Xq)
+    mu, var = gp.predict(post, Xq)
+    assert bool(post.ok)
+    np.testing.assert_allclose(mu, mu_ref, rtol=1e-8, atol=1e-9)
+    np.testing.assert_allclose(var, var_ref, rtol=1e-6, atol=1e-9)
 
 
 def test_fit_stops_once_converged_and_vmap_agrees(rng):
