@@ -50,14 +50,18 @@ VARIANTS = (
 )
 
 
-def _median_ms(fn, args, repeats):
-    jax.block_until_ready(fn(*args))
-    times = []
-    for _ in range(repeats):
-        t = time.perf_counter()
+def _median_ms(calls, repeats):
+    """Median ms of each ``(fn, args)`` in ``calls``, timed round-robin (one call of each in
+    turn, ``repeats`` rounds) so that every variant sees the same machine load."""
+    for fn, args in calls:
         jax.block_until_ready(fn(*args))
-        times.append(time.perf_counter() - t)
-    return 1e3 * statistics.median(times)
+    times = [[] for _ in calls]
+    for _ in range(repeats):
+        for (fn, args), out in zip(calls, times):
+            t = time.perf_counter()
+            jax.block_until_ready(fn(*args))
+            out.append(time.perf_counter() - t)
+    return [1e3 * statistics.median(t) for t in times]
 
 
 def main(argv=None):
@@ -75,21 +79,25 @@ def main(argv=None):
     rows = []
     for n in args.n:
         X, y = (jnp.asarray(a) for a in make_study(rng, n, args.d))
+        names, calls = [], []
         for name, kw in VARIANTS:
             fn = jax.jit(lambda k, X, y, kw=kw: regret.fit_regret_bound(k, X, y, **kw).bound.bound)
             steps = int(regret.fit_regret_bound(key, X, y, **kw).fit_info.steps)
-            rows.append((n, f"{name} [{steps} steps taken]", _median_ms(fn, (key, X, y), args.repeats)))
+            names.append(f"{name} [{steps} steps taken]")
+            calls.append((fn, (key, X, y)))
         m = n // 2
         Xm, ym = X[:m], (y[:m] - y[:m].mean()) / y[:m].std()
         p = gp.params(1.0, [0.3] * args.d, 1e-3)
         vg = jax.jit(jax.value_and_grad(lambda p, Xm=Xm, ym=ym: gp.log_marginal_likelihood(p, Xm, ym)))
-        rows.append((n, f"GP log marginal likelihood, value and gradient, m = {m}", _median_ms(vg, (p,), args.repeats)))
+        names.append(f"GP log marginal likelihood, value and gradient, m = {m}")
+        calls.append((vg, (p,)))
+        rows += [(n, w, t) for w, t in zip(names, _median_ms(calls, args.repeats))]
         print(f"n={n} done", file=sys.stderr, flush=True)
     cpu = platform.processor() or platform.machine()
     pin = f", pinned to core {args.pin}" if args.pin is not None else ""
     text = (
         f"Machine: {cpu}, {os.cpu_count()} cores{pin}; jax {jax.__version__}; float64; d = {args.d}; "
-        f"median of {args.repeats} calls after a warm-up call.\n\n"
+        f"median of {args.repeats} calls after a warm-up call, the rows of one n timed round-robin.\n\n"
         "| n | what | ms |\n|---|---|---|\n" + "".join(f"| {n} | {w} | {t:.2f} |\n" for n, w, t in rows)
     )
     print(text)
