@@ -671,8 +671,15 @@ def _lbfgs(obj, theta, *, steps, memory_size=10, max_backtracking=20, c1=1e-4):
     """Fixed-step L-BFGS: optax's two-loop direction with Armijo backtracking.
 
     Each step tries the full quasi-Newton step and halves it until the Armijo
-    condition holds (non-finite trial values are rejected); if no trial is
-    accepted the iterate stays put. Returns ``(theta, value)``.
+    condition holds (non-finite trial values are rejected), for at most
+    ``max_backtracking`` trials and only while the predicted decrease
+    ``t * |slope|`` exceeds the objective's resolution ``10 eps (1 + |value|)``
+    (below it no trial can pass reliably). If no trial is accepted the iterate
+    stays put and the search is over: the next step would compute the same
+    direction and repeat the same failed trials, so it is skipped. Under ``vmap``
+    a step costs as many evaluations as its longest search in the batch; both
+    rules keep members at their floating-point floor from setting that cost.
+    Returns ``(theta, value)``.
     """
     direction = optax.scale_by_lbfgs(memory_size=memory_size)
     vg = jax.value_and_grad(obj)
@@ -680,7 +687,7 @@ def _lbfgs(obj, theta, *, steps, memory_size=10, max_backtracking=20, c1=1e-4):
     state = direction.init(theta)
 
     def step(carry, _):
-        theta, value, grad, state = carry
+        theta, value, grad, state, active = carry
         u, state_new = direction.update(grad, state, theta)
         slope = -optax.tree.vdot(grad, u)
         # A non-descent direction (can happen with stale curvature pairs): use -grad.
@@ -693,9 +700,12 @@ def _lbfgs(obj, theta, *, steps, memory_size=10, max_backtracking=20, c1=1e-4):
             v, g = vg(cand)
             return cand, v, g
 
+        # Below this predicted decrease the comparison is decided by rounding.
+        tol = 10 * jnp.finfo(value.dtype).eps * (1 + jnp.abs(value))
+
         def cond(c):
-            _, _, _, ok, i, _ = c
-            return (~ok) & (i < max_backtracking)
+            _, _, _, ok, i, t = c
+            return (~ok) & (i < max_backtracking) & (-t * slope > tol)
 
         def body(c):
             _, _, _, _, i, t = c
@@ -703,19 +713,16 @@ def _lbfgs(obj, theta, *, steps, memory_size=10, max_backtracking=20, c1=1e-4):
             ok = jnp.isfinite(v) & (v <= value + c1 * t * slope)
             return cand, v, g, ok, i + 1, t * 0.5
 
-        one = jnp.ones((), value.dtype)
-        # Converged: the predicted decrease is below the objective's resolution, so
-        # no trial can pass (and under vmap a failing search would cost every member).
-        tol = 10 * jnp.finfo(value.dtype).eps * (1 + jnp.abs(value))
-        converged = -slope <= tol
-        init = (theta, value, grad, converged, jnp.asarray(0, jnp.int32), one)
+        # t = 0 once a search has failed: the loop does not run again.
+        t0 = jnp.where(active, 1, 0).astype(value.dtype)
+        init = (theta, value, grad, jnp.asarray(False), jnp.asarray(0, jnp.int32), t0)
         cand, v, g, ok, _, _ = jax.lax.while_loop(cond, body, init)
-        ok = ok & ~converged
         keep = lambda new, old: jax.tree_util.tree_map(lambda a, b: jnp.where(ok, a, b), new, old)  # noqa: E731
-        return (keep(cand, theta), jnp.where(ok, v, value), keep(g, grad), keep(state_new, state)), None
+        return (keep(cand, theta), jnp.where(ok, v, value), keep(g, grad), keep(state_new, state), ok), None
 
-    (theta, value, _, _), _ = jax.lax.scan(step, (theta, value, grad, state), None, length=steps)
-    return _clip_raw(theta), value
+    carry = (theta, value, grad, state, jnp.asarray(True))
+    (theta, value, _, _, _), _ = jax.lax.scan(step, carry, None, length=steps)
+    return theta, value
 
 
 def _first_order(obj, optimizer, theta, *, steps):
@@ -730,8 +737,7 @@ def _first_order(obj, optimizer, theta, *, steps):
         return (optax.apply_updates(theta, updates), state), None
 
     (theta, _), _ = jax.lax.scan(step, (theta, state), None, length=steps)
-    theta = _clip_raw(theta)
-    return theta, obj(theta)
+    return theta, obj(_clip_raw(theta))
 
 
 @partial(jax.jit, static_argnames=("steps", "num_restarts", "fit_mean", "use_prior", "optimizer"))
@@ -760,6 +766,7 @@ def _fit(key, X, y, mask, init, min_noise, *, steps, num_restarts, fit_mean, use
         run_one = partial(_first_order, obj, optimizer, steps=steps)
 
     thetas, values = jax.vmap(run_one)(starts)
+    thetas = _clip_raw(thetas)
     leaves_finite = jnp.all(
         jnp.stack([jnp.all(jnp.isfinite(a), axis=tuple(range(1, a.ndim))) for a in jax.tree_util.tree_leaves(thetas)]),
         axis=0,
@@ -821,7 +828,8 @@ def fit(
         min_noise: Lower bound on the noise variance, > 0.
         optimizer: An optax gradient transformation (e.g. ``optax.adam(1e-2)``) run
             for ``steps`` plain steps; default: L-BFGS (optax's ``scale_by_lbfgs``
-            direction with an Armijo backtracking line search). It is a static
+            direction with an Armijo backtracking line search; a start whose search
+            fails, at its floating-point floor, takes no further trials). It is a static
             argument: pass the same object to avoid recompiling.
 
     Returns:

@@ -288,6 +288,57 @@ def test_fit_reaches_the_scipy_optimum(rng):
     assert bool(info.finite) and int(info.num_valid) == 30
 
 
+def test_lbfgs_reaches_the_minimiser_of_a_quadratic(rng):
+    """On an ill-conditioned convex quadratic the fixed-step L-BFGS lands on A^-1 b."""
+    Q, _ = np.linalg.qr(rng.normal(size=(6, 6)))
+    A = Q @ np.diag(np.logspace(0, 3, 6)) @ Q.T
+    b = rng.normal(size=6)
+    obj = lambda x: 0.5 * x @ (jnp.asarray(A) @ x) - jnp.asarray(b) @ x  # noqa: E731
+    x, value = jax.jit(lambda x0: gp._lbfgs(obj, x0, steps=40))(jnp.zeros(6))
+    x_star = np.linalg.solve(A, b)
+    np.testing.assert_allclose(x, x_star, rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(value, -0.5 * b @ x_star, rtol=1e-12)
+
+
+def _wrong_gradient_objective(counter):
+    """f(x) = |x|^2 whose reported gradient points uphill: every line search fails."""
+
+    @jax.custom_jvp
+    def f(x):
+        return jnp.sum(x * x)
+
+    @f.defjvp
+    def f_jvp(primals, tangents):
+        (x,), (t,) = primals, tangents
+        jax.debug.callback(lambda: counter.append(1))
+        return jnp.sum(x * x), -2 * jnp.dot(x, t)
+
+    return f
+
+
+def test_lbfgs_stops_searching_after_a_failed_search():
+    """A failed search is not repeated, and it ends once the predicted decrease is below
+    the objective's resolution (fewer trials than max_backtracking here)."""
+    x0 = jnp.array([1.0, -2.0, 0.5])
+    counts = {}
+    for steps in (1, 10):
+        calls = []
+        x, value = gp._lbfgs(_wrong_gradient_objective(calls), x0, steps=steps, max_backtracking=60)
+        jax.effects_barrier()
+        counts[steps] = len(calls)
+        np.testing.assert_array_equal(x, x0)
+        assert float(value) == float(jnp.sum(x0 * x0))
+    # optax's first L-BFGS direction is the (wrong) gradient g = -2 x0 scaled by
+    # min(1, 1 / |g|), so the slope is -|g|^2 min(1, 1 / |g|); trials t = 2^-j run while
+    # t |slope| > 10 eps (1 + f): one evaluation at the start plus those trials.
+    g_norm, f0 = float(jnp.linalg.norm(2 * x0)), float(jnp.sum(x0 * x0))
+    slope = g_norm**2 * min(1.0, 1.0 / g_norm)
+    tol = 10 * np.finfo(np.float64).eps * (1 + f0)
+    trials = sum(1 for j in range(60) if 2.0**-j * slope > tol)
+    assert counts[1] == 1 + trials < 1 + 60
+    assert counts[10] == counts[1]
+
+
 def test_fit_recovers_known_hyperparameters():
     """Data drawn from a known GP: the median ML-II estimate lands near the truth."""
     true_ls, true_amp, true_noise = np.array([0.25, 0.8]), 1.0, 0.01
