@@ -132,7 +132,8 @@ def main(argv=None):
     parser.add_argument("--num-paths", type=int, default=None, help="BOS paths per solve (paper: 100,000)")
     parser.add_argument("--num-init", type=int, default=6, help="random start points (paper: 6)")
     parser.add_argument("--n0", type=int, default=8, help="epochs before the BOS solve (paper: 8)")
-    parser.add_argument("--gp-fit-steps", type=int, default=None, help="L-BFGS steps of each GP refit")
+    parser.add_argument("--gp-fit-steps", type=int, default=None,
+                        help="objective evaluations (at most) of each GP refit")
     parser.add_argument("--batch", type=int, default=None, help="seeds vmapped together")
     parser.add_argument("--out", default=str(OUT / "bobos_real.md"))
     args = parser.parse_args(argv)
@@ -210,8 +211,8 @@ def write(args, rows, curves, timings, total, skipped):
         f"{' --quick' if args.quick else ''}`; {args.seeds} seeds per policy, float32.",
         f"- Machine: {machine()}; JAX {jax.__version__} on {jax.devices()[0].platform}; total {total:.0f} s.",
         f"- BO-BOS / GP-UCB: {args.bobos_max_evals} / {args.max_evals} evaluations, {args.num_init} random start "
-        "points, GP refit "
-        f"{args.gp_fit_steps} L-BFGS steps per ask; BO-BOS: N0 = {args.n0}, {args.num_paths} BOS paths per solve, "
+        f"points, GP refit of at most {args.gp_fit_steps} objective evaluations per ask; "
+        f"BO-BOS: N0 = {args.n0}, {args.num_paths} BOS paths per solve, "
         "kappa = 2, K1 = 100 / 0.95^(t-1), K2 = 99, c = 1. Hyperband: eta = 3, full schedule.",
         "- Best error: the returned configuration's fully-trained validation error (mean +- s.e. over seeds); "
         "regret = best error minus the table's best, percentage points; hit = share of runs returning the "

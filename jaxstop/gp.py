@@ -28,6 +28,7 @@ from functools import partial
 from typing import NamedTuple
 
 import jax
+import jax.flatten_util
 import jax.numpy as jnp
 import numpy as np
 import optax
@@ -121,9 +122,9 @@ class FitInfo(NamedTuple):
         finite: Whether the objective and every parameter are finite, shape () bool.
         restart: Index of the start that won, shape () int32.
         num_valid: Number of real rows used, shape () int32.
-        steps: Optimiser steps taken, shape () int32: :func:`fit`'s ``steps`` (each start
-            takes all of them); the regret bound's fit stops early once converged
-            (``fit_tol`` of :func:`jaxstop.regret.fit_regret_bound`).
+        steps: Objective evaluations the winning start used, shape () int32: at most
+            :func:`fit`'s ``steps``, fewer once converged (``tol`` of :func:`fit`,
+            ``fit_tol`` of :func:`jaxstop.regret.fit_regret_bound`).
     """
 
     objective: jax.Array
@@ -416,14 +417,16 @@ def _masked_solve(S, y, mask, mean, profile_mean: bool):
     """``S^-1``, the mean, ``r = y - mean``, ``S^-1 r``, ``log|S|^(1/2)``, ``n`` and the factor
     ``(L, L^-1)`` over the real rows of a masked SPD matrix. With ``profile_mean`` the mean is not ``mean`` but its
     maximiser, the generalised-least-squares estimate ``1' S^-1 y / 1' S^-1 1``
-    (Rasmussen & Williams, Eq. 2.42 with a flat prior on the mean)."""
+    (Rasmussen & Williams, Eq. 2.42 with a flat prior on the mean); with no real rows it
+    stays ``mean``."""
     dt = S.dtype
     L = _linalg.cholesky(S)
     Linv, Sinv = _linalg.inv_from_cholesky(L)
     if profile_mean:
         ones = mask.astype(dt)
         s1 = Sinv @ ones
-        mean = jnp.dot(s1, jnp.where(mask, y, 0)) / jnp.dot(s1, ones)
+        den = jnp.dot(s1, ones)
+        mean = jnp.where(den > 0, jnp.dot(s1, jnp.where(mask, y, 0)) / jnp.where(den > 0, den, 1), mean)
     r = jnp.where(mask, y - mean, 0)
     v = jnp.where(mask, Sinv @ r, 0)
     logdet = jnp.sum(jnp.where(mask, jnp.log(jnp.diagonal(L)), 0))
@@ -667,62 +670,99 @@ def _objective(raw, X, y, mask, min_noise, use_prior, fit_mean, mean0):
     return jnp.where(jnp.isfinite(val), val, big)
 
 
-def _lbfgs(obj, theta, *, steps, memory_size=10, max_backtracking=20, c1=1e-4):
-    """Fixed-step L-BFGS: optax's two-loop direction with Armijo backtracking.
+def _fit_profiled(X, z, mask, init: GPParams, min_noise, *, steps: int, fit_mean: bool,
+                  use_prior: bool = True, tol: float = 0.0, max_step: float = 1.0):
+    """ML-II fit with a bounded cost: at most ``steps`` objective evaluations (the first at ``init``).
 
-    Each step tries the full quasi-Newton step and halves it until the Armijo
-    condition holds (non-finite trial values are rejected), for at most
-    ``max_backtracking`` trials and only while the predicted decrease
-    ``t * |slope|`` exceeds the objective's resolution ``10 eps (1 + |value|)``
-    (below it no trial can pass reliably). If no trial is accepted the iterate
-    stays put and the search is over: the next step would compute the same
-    direction and repeat the same failed trials, so it is skipped. Under ``vmap``
-    a step costs as many evaluations as its longest search in the batch; both
-    rules keep members at their floating-point floor from setting that cost.
-    Returns ``(theta, value)``.
+    Dense BFGS on the inverse Hessian of the objective (negative log
+    marginal likelihood minus the log prior, with its analytic gradient) in gp's raw
+    parameters. Each step evaluates one trial point ``theta + t p`` (``p`` the quasi-Newton
+    direction, capped at ``max_step`` per coordinate in log space) and accepts it under the
+    Armijo condition; the scale ``t`` doubles after an acceptance (up to 1) and shrinks
+    4x after a rejection. There is no inner line-search loop: a step is one evaluation.
+    The fit stops early once the largest component of the objective's gradient at the
+    accepted point is at most ``tol`` (``0``: always ``steps``); under ``vmap`` a batch runs
+    until its slowest study stops. ``FitInfo.steps`` reports the evaluations used.
+
+    The amplitude and, with ``fit_mean``, the constant mean are profiled out in closed
+    form for the current lengthscales and noise-to-amplitude ratio
+    (:func:`_lml_profiled_scale`: the mean's generalised-least-squares
+    estimate, the amplitude's maximiser under its Gamma prior), so the steps move the
+    lengthscales and that ratio only; without ``fit_mean`` the mean stays ``init.mean``.
+    ``min_noise`` floors the ratio (on the standardised scale the amplitude is of order
+    1). The minimiser is that of the joint objective where the floor is not active; the
+    steps see fewer dimensions and no amplitude-lengthscale coupling, and reach a given
+    objective gap in fewer steps, far more reliably from a cold start.
+
+    Returns ``(params, info, post)``: ``post`` is the GP conditioned at ``params``, built
+    from the accepted evaluation's Cholesky factor (no factorisation after the fit).
     """
-    direction = optax.scale_by_lbfgs(memory_size=memory_size)
-    vg = jax.value_and_grad(obj)
-    value, grad = vg(theta)
-    state = direction.init(theta)
+    dt = X.dtype
+    min_noise = jnp.asarray(min_noise, dt)
+    mean0 = jnp.asarray(init.mean, dt)
+    start = init._replace(log_noise=init.log_noise - init.log_amplitude)
+    objective = partial(_objective_profiled_scale, X=X, y=z, mask=mask, min_noise=min_noise,
+                        use_prior=use_prior, fit_mean=fit_mean, mean0=mean0)
+    raw0 = _to_raw(start, min_noise)
+    theta0, unravel = jax.flatten_util.ravel_pytree(raw0)
 
-    def step(carry, _):
-        theta, value, grad, state, active = carry
-        u, state_new = direction.update(grad, state, theta)
-        slope = -optax.tree.vdot(grad, u)
-        # A non-descent direction (can happen with stale curvature pairs): use -grad.
-        use_grad = ~(slope < 0)
-        u = jax.tree_util.tree_map(lambda a, g: jnp.where(use_grad, g, a), u, grad)
-        slope = jnp.where(use_grad, -optax.tree.vdot(grad, grad), slope)
+    def value_and_grad(theta):
+        (f, q), g = jax.value_and_grad(lambda v: objective(unravel(v)), has_aux=True)(theta)
+        return f, q, jnp.where(jnp.isfinite(g), g, 0)
 
-        def trial(t):
-            cand = jax.tree_util.tree_map(lambda a, b: a - t * b, theta, u)
-            v, g = vg(cand)
-            return cand, v, g
+    num = theta0.shape[0]
+    eye = jnp.eye(num, dtype=dt)
+    eps = jnp.finfo(dt).eps
 
-        # Below this predicted decrease the comparison is decided by rounding.
-        tol = 10 * jnp.finfo(value.dtype).eps * (1 + jnp.abs(value))
+    def step(carry):
+        theta, params, f, g, H, t, scaled, i = carry
+        p = -H @ g
+        slope = jnp.dot(g, p)
+        descent = slope < 0
+        p = jnp.where(descent, p, -g)
+        cap = jnp.minimum(1, max_step / jnp.maximum(jnp.max(jnp.abs(p)), eps))
+        s = t * cap * p
+        cand = theta + s
+        fc, qc, gc = value_and_grad(cand)
+        accept = jnp.isfinite(fc) & ((fc <= f + 1e-4 * jnp.dot(g, s)) | ~jnp.isfinite(f))
+        y = gc - g
+        sy = jnp.dot(s, y)
+        good = accept & (sy > eps * jnp.sqrt(jnp.dot(s, s) * jnp.dot(y, y))) & (sy > 0)
+        sy_safe = jnp.where(good, sy, 1)
+        # first update: scale the initial inverse Hessian (Nocedal & Wright, Eq. 6.20)
+        H0 = jnp.where(scaled, H, eye * sy_safe / jnp.maximum(jnp.dot(y, y), eps))
+        rho = 1 / sy_safe
+        A = eye - rho * jnp.outer(s, y)
+        H_new = A @ H0 @ A.T + rho * jnp.outer(s, s)
+        H = jnp.where(good, H_new, H)
+        scaled = scaled | good
+        theta = jnp.where(accept, cand, theta)
+        params = jax.tree_util.tree_map(lambda a, b: jnp.where(accept, a, b), qc, params)
+        f = jnp.where(accept, fc, f)
+        g = jnp.where(accept, gc, g)
+        t = jnp.where(accept, jnp.minimum(1, 2 * t), t / 4)
+        return theta, params, f, g, H, t, scaled, i + 1
 
-        def cond(c):
-            _, _, _, ok, i, t = c
-            return (~ok) & (i < max_backtracking) & (-t * slope > tol)
+    def go_on(carry):
+        *_, f, g, _, _, _, i = carry
+        converged = jnp.isfinite(f) & (jnp.max(jnp.abs(g)) <= tol)
+        return (i < steps) & ~converged
 
-        def body(c):
-            _, _, _, _, i, t = c
-            cand, v, g = trial(t)
-            ok = jnp.isfinite(v) & (v <= value + c1 * t * slope)
-            return cand, v, g, ok, i + 1, t * 0.5
-
-        # t = 0 once a search has failed: the loop does not run again.
-        t0 = jnp.where(active, 1, 0).astype(value.dtype)
-        init = (theta, value, grad, jnp.asarray(False), jnp.asarray(0, jnp.int32), t0)
-        cand, v, g, ok, _, _ = jax.lax.while_loop(cond, body, init)
-        keep = lambda new, old: jax.tree_util.tree_map(lambda a, b: jnp.where(ok, a, b), new, old)  # noqa: E731
-        return (keep(cand, theta), jnp.where(ok, v, value), keep(g, grad), keep(state_new, state), ok), None
-
-    carry = (theta, value, grad, state, jnp.asarray(True))
-    (theta, value, _, _, _), _ = jax.lax.scan(step, carry, None, length=steps)
-    return theta, value
+    # The first step evaluates the start itself (f = inf, g = 0: a zero step that is
+    # always accepted), so the objective is traced once. Profiled-out coordinates of
+    # theta (the mean, the amplitude) have gradient 0 and never move; the objective
+    # returns the full hyperparameters and their Cholesky factor, carried beside theta.
+    m = X.shape[0]
+    params0 = (jax.tree_util.tree_map(lambda a: jnp.asarray(a, dt), init),
+               (jnp.full((m, m), jnp.nan, dt), jnp.full((m, m), jnp.nan, dt)))
+    carry0 = (theta0, params0, jnp.asarray(jnp.inf, dt), jnp.zeros_like(theta0), eye,
+              jnp.ones((), dt), jnp.asarray(False), jnp.zeros((), jnp.int32))
+    _, (p, factor), f, _, _, _, _, used = jax.lax.while_loop(go_on, step, carry0)
+    finite = jnp.isfinite(f) & (f < 1e10) & jnp.all(
+        jnp.stack([jnp.all(jnp.isfinite(a)) for a in jax.tree_util.tree_leaves(p)]))
+    info = FitInfo(f, finite, jnp.zeros((), jnp.int32), jnp.sum(mask).astype(jnp.int32), used)
+    post = _posterior_from_scaled_factor(p, X, z, mask, factor)
+    return p, info, post._replace(ok=post.ok & finite)
 
 
 def _first_order(obj, optimizer, theta, *, steps):
@@ -741,13 +781,9 @@ def _first_order(obj, optimizer, theta, *, steps):
 
 
 @partial(jax.jit, static_argnames=("steps", "num_restarts", "fit_mean", "use_prior", "optimizer"))
-def _fit(key, X, y, mask, init, min_noise, *, steps, num_restarts, fit_mean, use_prior, optimizer):
+def _fit(key, X, y, mask, init, min_noise, tol, *, steps, num_restarts, fit_mean, use_prior, optimizer):
     dtype = X.dtype
     min_noise = jnp.asarray(min_noise, dtype)
-    raw0 = _to_raw(init, min_noise)
-    obj = partial(_objective, X=X, y=y, mask=mask, min_noise=min_noise,
-                  use_prior=use_prior, fit_mean=fit_mean, mean0=init.mean)
-
     if num_restarts > 1:
         k_ls, k_amp, k_noise = jax.random.split(key, 3)
         r = num_restarts - 1
@@ -755,37 +791,38 @@ def _fit(key, X, y, mask, init, min_noise, *, steps, num_restarts, fit_mean, use
         ls = jax.random.uniform(k_ls, (r, d), dtype, jnp.log(0.05), jnp.log(2.0))
         amp = jax.random.uniform(k_amp, (r,), dtype, jnp.log(0.3), jnp.log(3.0))
         noise = jax.random.uniform(k_noise, (r,), dtype, jnp.log(1e-4), jnp.log(0.3))
-        extra = GPParams(amp, ls, noise, jnp.broadcast_to(raw0.mean, (r,)))
-        starts = jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a[None], b]), raw0, extra)
+        extra = GPParams(amp, ls, noise, jnp.broadcast_to(jnp.asarray(init.mean, dtype), (r,)))
+        starts = jax.tree_util.tree_map(lambda a, b: jnp.concatenate([jnp.asarray(a, dtype)[None], b]), init, extra)
     else:
-        starts = jax.tree_util.tree_map(lambda a: a[None], raw0)
+        starts = jax.tree_util.tree_map(lambda a: jnp.asarray(a, dtype)[None], init)
 
-    if optimizer is None:
-        run_one = partial(_lbfgs, obj, steps=steps)
-    else:
-        run_one = partial(_first_order, obj, optimizer, steps=steps)
+    def run_one(start):
+        if optimizer is None:
+            p, info, _ = _fit_profiled(X, y, mask, start, min_noise, steps=steps, fit_mean=fit_mean,
+                                       use_prior=use_prior, tol=tol)
+            return p, info.objective, info.steps
+        obj = partial(_objective, X=X, y=y, mask=mask, min_noise=min_noise,
+                      use_prior=use_prior, fit_mean=fit_mean, mean0=start.mean)
+        theta, value = _first_order(obj, optimizer, _to_raw(start, min_noise), steps=steps)
+        p = _from_raw(_clip_raw(theta), min_noise)
+        if not fit_mean:
+            p = p._replace(mean=start.mean)
+        return p, value, jnp.asarray(steps, jnp.int32)
 
-    thetas, values = jax.vmap(run_one)(starts)
-    thetas = _clip_raw(thetas)
+    ps, values, used = jax.vmap(run_one)(starts)
     leaves_finite = jnp.all(
-        jnp.stack([jnp.all(jnp.isfinite(a), axis=tuple(range(1, a.ndim))) for a in jax.tree_util.tree_leaves(thetas)]),
+        jnp.stack([jnp.all(jnp.isfinite(a), axis=tuple(range(1, a.ndim))) for a in jax.tree_util.tree_leaves(ps)]),
         axis=0,
     )
-    good = leaves_finite & (values < 1e10)
-    values_masked = jnp.where(good, values, jnp.inf)
-    best = jnp.argmin(values_masked)
-    # If nothing is usable fall back to the start (finite by construction).
+    good = leaves_finite & jnp.isfinite(values) & (values < 1e10)
+    best = jnp.argmin(jnp.where(good, values, jnp.inf))
+    # If no start gives a usable fit, return the first start (finite by construction), marked not finite.
     any_good = jnp.any(good)
-    theta = jax.tree_util.tree_map(lambda a, s: jnp.where(any_good, a[best], s[0]), thetas, starts)
-    p = _from_raw(theta, min_noise)
-    if not fit_mean:
-        p = p._replace(mean=init.mean)
-    value = jnp.where(any_good, values[best], obj(jax.tree_util.tree_map(lambda s: s[0], starts)))
-    finite = jnp.isfinite(value) & (value < 1e10) & jnp.all(
-        jnp.stack([jnp.all(jnp.isfinite(a)) for a in jax.tree_util.tree_leaves(p)])
-    )
-    info = FitInfo(value, finite, jnp.where(any_good, best, 0).astype(jnp.int32), jnp.sum(mask).astype(jnp.int32),
-                   jnp.asarray(steps, jnp.int32))
+    p = jax.tree_util.tree_map(lambda a, s: jnp.where(any_good, a[best], s[0]), ps, starts)
+    best = jnp.where(any_good, best, 0)
+    value = values[best]
+    finite = any_good & jnp.isfinite(value) & (value < 1e10)
+    info = FitInfo(value, finite, best.astype(jnp.int32), jnp.sum(mask).astype(jnp.int32), used[best])
     return p, info
 
 
@@ -801,15 +838,23 @@ def fit(
     fit_mean: bool = True,
     prior: bool = True,
     min_noise: float = 1e-6,
+    tol: float = 1e-4,
     optimizer: optax.GradientTransformation | None = None,
 ) -> tuple[GPParams, FitInfo]:
     """Maximises the log marginal likelihood plus the weak log-prior (ML-II / MAP).
 
-    A fixed number of optimiser steps runs inside ``jit`` from each start; the
-    best start wins. The noise variance is kept above ``min_noise`` by a smooth
-    floor (``noise = min_noise + exp(raw)``). Everything is traceable, so ``fit``
-    can be ``vmap``-ped over studies and does not recompile when the number of
-    real rows changes.
+    At most ``steps`` objective evaluations run inside ``jit`` from each start; the
+    best start wins. The default optimiser profiles the amplitude and (with
+    ``fit_mean``) the constant mean out in closed form for the current lengthscales
+    and noise-to-amplitude ratio (:func:`_lml_profiled_scale`) and runs dense BFGS on
+    the rest, one evaluation per step: a rejected trial shrinks the next step instead
+    of starting an inner line search, so under ``vmap`` a batch of fits costs what
+    one fit costs (no study waits on another's line search) and stops once every
+    study has converged. The maximiser is the joint one over all hyperparameters. The
+    noise-to-amplitude ratio is kept above ``min_noise`` by a smooth floor
+    (``ratio = min_noise + exp(raw)``; on standardised data the amplitude is of
+    order 1). Everything is traceable, so ``fit`` can be ``vmap``-ped over studies
+    and does not recompile when the number of real rows changes.
 
     Args:
         X: Inputs in the unit cube, shape (n, d).
@@ -817,7 +862,8 @@ def fit(
         mask: Which rows are real, shape (n,) bool; default all.
         init: Warm start (e.g. the previous fit); default amplitude 1,
             lengthscales 0.5, noise 1e-2, mean 0.
-        steps: Optimiser steps per start.
+        steps: Objective evaluations per start, the first at the start itself (with
+            ``optimizer``: that optimiser's steps).
         num_restarts: Number of starts: ``init`` plus ``num_restarts - 1`` random
             ones (log-uniform lengthscales in [0.05, 2], amplitude in [0.3, 3],
             noise in [1e-4, 0.3]); needs ``key`` when > 1.
@@ -825,12 +871,14 @@ def fit(
         fit_mean: Whether the constant mean is fitted (flat prior) or kept at ``init.mean``.
         prior: Whether to add :func:`log_prior` (recommended: keeps tiny or constant
             data finite).
-        min_noise: Lower bound on the noise variance, > 0.
+        min_noise: Lower bound on the noise-to-amplitude ratio, > 0 (with
+            ``optimizer``: on the noise variance).
+        tol: The fit stops once no component of the objective's gradient exceeds
+            ``tol`` (``0``: always ``steps`` evaluations); ``info.steps`` reports the
+            evaluations used. Not used with ``optimizer``.
         optimizer: An optax gradient transformation (e.g. ``optax.adam(1e-2)``) run
-            for ``steps`` plain steps; default: L-BFGS (optax's ``scale_by_lbfgs``
-            direction with an Armijo backtracking line search; a start whose search
-            fails, at its floating-point floor, takes no further trials). It is a static
-            argument: pass the same object to avoid recompiling.
+            for ``steps`` plain steps on all hyperparameters instead of the default.
+            It is a static argument: pass the same object to avoid recompiling.
 
     Returns:
         ``(params, info)``; ``info.finite`` says whether the result is usable.
@@ -850,10 +898,11 @@ def fit(
     num_restarts = _checks.positive_int(num_restarts, "num_restarts")
     if not isinstance(min_noise, (int, float)) or not min_noise > 0:
         raise ValueError(f"min_noise must be a positive float, got {min_noise!r}")
+    tol = _checks.nonneg_float(tol, "tol")
     if num_restarts > 1 and key is None:
         raise ValueError("key is required when num_restarts > 1")
     if key is None:
         key = jax.random.key(0)
     init = _default_init(X.shape[1], X.dtype) if init is None else _check_params(init, X.shape[1], X.dtype)
-    return _fit(key, X, y, mask, init, min_noise, steps=steps, num_restarts=num_restarts,
+    return _fit(key, X, y, mask, init, min_noise, tol, steps=steps, num_restarts=num_restarts,
                 fit_mean=bool(fit_mean), use_prior=bool(prior), optimizer=optimizer)

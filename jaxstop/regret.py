@@ -45,7 +45,6 @@ from functools import partial
 from typing import NamedTuple
 
 import jax
-import jax.flatten_util
 import jax.numpy as jnp
 import numpy as np
 from jax.typing import ArrayLike
@@ -712,101 +711,6 @@ def _cv_threshold(fold_scores, mask, ratio, ddof):
 
 
 # -------------------------------------------------------------- fit + bound
-def _fit_bfgs(X, z, mask, init: gp.GPParams, min_noise, *, steps: int, fit_mean: bool,
-              tol: float = 0.0, max_step: float = 1.0):
-    """ML-II fit with a bounded cost: at most ``steps`` objective evaluations (the first at ``init``).
-
-    Dense BFGS on the inverse Hessian of :func:`jaxstop.gp`'s objective (negative log
-    marginal likelihood minus the log prior, with its analytic gradient) in gp's raw
-    parameters. Each step evaluates one trial point ``theta + t p`` (``p`` the quasi-Newton
-    direction, capped at ``max_step`` per coordinate in log space) and accepts it under the
-    Armijo condition; the scale ``t`` doubles after an acceptance (up to 1) and shrinks
-    4x after a rejection. There is no inner line-search loop: a step is one evaluation.
-    The fit stops early once the largest component of the objective's gradient at the
-    accepted point is at most ``tol`` (``0``: always ``steps``); under ``vmap`` a batch runs
-    until its slowest study stops. ``FitInfo.steps`` reports the evaluations used.
-
-    The amplitude and, with ``fit_mean``, the constant mean are profiled out in closed
-    form for the current lengthscales and noise-to-amplitude ratio
-    (:func:`jaxstop.gp._lml_profiled_scale`: the mean's generalised-least-squares
-    estimate, the amplitude's maximiser under its Gamma prior), so the steps move the
-    lengthscales and that ratio only; without ``fit_mean`` the mean stays ``init.mean``.
-    ``min_noise`` floors the ratio (on the standardised scale the amplitude is of order
-    1). The minimiser is that of the joint objective where the floor is not active; the
-    steps see fewer dimensions and no amplitude-lengthscale coupling, and reach a given
-    objective gap in fewer steps, far more reliably from a cold start.
-
-    Returns ``(params, info, post)``: ``post`` is the GP conditioned at ``params``, built
-    from the accepted evaluation's Cholesky factor (no factorisation after the fit).
-    """
-    dt = X.dtype
-    min_noise = jnp.asarray(min_noise, dt)
-    mean0 = jnp.asarray(init.mean, dt)
-    start = init._replace(log_noise=init.log_noise - init.log_amplitude)
-    objective = partial(gp._objective_profiled_scale, X=X, y=z, mask=mask, min_noise=min_noise,
-                        use_prior=True, fit_mean=fit_mean, mean0=mean0)
-    raw0 = gp._to_raw(start, min_noise)
-    theta0, unravel = jax.flatten_util.ravel_pytree(raw0)
-
-    def value_and_grad(theta):
-        (f, q), g = jax.value_and_grad(lambda v: objective(unravel(v)), has_aux=True)(theta)
-        return f, q, jnp.where(jnp.isfinite(g), g, 0)
-
-    num = theta0.shape[0]
-    eye = jnp.eye(num, dtype=dt)
-    eps = jnp.finfo(dt).eps
-
-    def step(carry):
-        theta, params, f, g, H, t, scaled, i = carry
-        p = -H @ g
-        slope = jnp.dot(g, p)
-        descent = slope < 0
-        p = jnp.where(descent, p, -g)
-        cap = jnp.minimum(1, max_step / jnp.maximum(jnp.max(jnp.abs(p)), eps))
-        s = t * cap * p
-        cand = theta + s
-        fc, qc, gc = value_and_grad(cand)
-        accept = jnp.isfinite(fc) & ((fc <= f + 1e-4 * jnp.dot(g, s)) | ~jnp.isfinite(f))
-        y = gc - g
-        sy = jnp.dot(s, y)
-        good = accept & (sy > eps * jnp.sqrt(jnp.dot(s, s) * jnp.dot(y, y))) & (sy > 0)
-        sy_safe = jnp.where(good, sy, 1)
-        # first update: scale the initial inverse Hessian (Nocedal & Wright, Eq. 6.20)
-        H0 = jnp.where(scaled, H, eye * sy_safe / jnp.maximum(jnp.dot(y, y), eps))
-        rho = 1 / sy_safe
-        A = eye - rho * jnp.outer(s, y)
-        H_new = A @ H0 @ A.T + rho * jnp.outer(s, s)
-        H = jnp.where(good, H_new, H)
-        scaled = scaled | good
-        theta = jnp.where(accept, cand, theta)
-        params = jax.tree_util.tree_map(lambda a, b: jnp.where(accept, a, b), qc, params)
-        f = jnp.where(accept, fc, f)
-        g = jnp.where(accept, gc, g)
-        t = jnp.where(accept, jnp.minimum(1, 2 * t), t / 4)
-        return theta, params, f, g, H, t, scaled, i + 1
-
-    def go_on(carry):
-        *_, f, g, _, _, _, i = carry
-        converged = jnp.isfinite(f) & (jnp.max(jnp.abs(g)) <= tol)
-        return (i < steps) & ~converged
-
-    # The first step evaluates the start itself (f = inf, g = 0: a zero step that is
-    # always accepted), so the objective is traced once. Profiled-out coordinates of
-    # theta (the mean, the amplitude) have gradient 0 and never move; the objective
-    # returns the full hyperparameters and their Cholesky factor, carried beside theta.
-    m = X.shape[0]
-    params0 = (jax.tree_util.tree_map(lambda a: jnp.asarray(a, dt), init),
-               (jnp.full((m, m), jnp.nan, dt), jnp.full((m, m), jnp.nan, dt)))
-    carry0 = (theta0, params0, jnp.asarray(jnp.inf, dt), jnp.zeros_like(theta0), eye,
-              jnp.ones((), dt), jnp.asarray(False), jnp.zeros((), jnp.int32))
-    _, (p, factor), f, _, _, _, _, used = jax.lax.while_loop(go_on, step, carry0)
-    finite = jnp.isfinite(f) & (f < 1e10) & jnp.all(
-        jnp.stack([jnp.all(jnp.isfinite(a)) for a in jax.tree_util.tree_leaves(p)]))
-    info = gp.FitInfo(f, finite, jnp.zeros((), jnp.int32), jnp.sum(mask).astype(jnp.int32), used)
-    post = gp._posterior_from_scaled_factor(p, X, z, mask, factor)
-    return p, info, post._replace(ok=post.ok & finite)
-
-
 def _default_params(d: int, dim_mask, dtype) -> gp.GPParams:
     """gp's default start; padded dimensions get lengthscale 1, where the prior's gradient
     is exactly 0, so they never move (and never couple into the quasi-Newton steps)."""
@@ -842,8 +746,8 @@ def _fit_and_bound(key, X, y, avail, init, cand, dim_mask, size, delta, scale, c
     dt = X.dtype
     order, tmask, top, Xt, z, mean, std = _standardized_top(X, y, avail, cfg.capacity, cfg.fraction, cfg.min_points)
     _, k_cand = jax.random.split(key)
-    params, info, post = _fit_bfgs(Xt, z, tmask, init, cfg.min_noise, steps=cfg.steps, fit_mean=cfg.fit_mean,
-                                   tol=cfg.fit_tol)
+    params, info, post = gp._fit_profiled(Xt, z, tmask, init, cfg.min_noise, steps=cfg.steps, fit_mean=cfg.fit_mean,
+                                          tol=cfg.fit_tol)
     n = jnp.sum(avail).astype(jnp.int32)
     t = (n if cfg.beta_t == "evaluations" else top).astype(dt)
     b = _beta(jnp.maximum(t, 1), size, delta, scale)

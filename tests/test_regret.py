@@ -614,7 +614,7 @@ def test_fixed_cost_fit_reaches_the_scipy_map_optimum(rng):
     z = (y - y.mean()) / y.std() + 0.7  # an offset for the mean to find
     mask = np.ones(40, bool)
     init = regret._default_params(3, jnp.ones(3, bool), jnp.float64)
-    p, info, post = regret._fit_bfgs(jnp.asarray(X), jnp.asarray(z), jnp.asarray(mask), init, 1e-6, steps=80,
+    p, info, post = gp._fit_profiled(jnp.asarray(X), jnp.asarray(z), jnp.asarray(mask), init, 1e-6, steps=80,
                                      fit_mean=True)
 
     def neg(t):
@@ -632,7 +632,7 @@ def test_fixed_cost_fit_reaches_the_scipy_map_optimum(rng):
     np.testing.assert_allclose(float(info.objective), ours, rtol=1e-8)
     assert ours <= best + 1e-6 * abs(best)
     # stopping once converged (largest gradient component <= 1e-4) lands on the same optimum
-    pe, ie, _ = regret._fit_bfgs(jnp.asarray(X), jnp.asarray(z), jnp.asarray(mask), init, 1e-6, steps=80,
+    pe, ie, _ = gp._fit_profiled(jnp.asarray(X), jnp.asarray(z), jnp.asarray(mask), init, 1e-6, steps=80,
                                  fit_mean=True, tol=1e-4)
     assert int(ie.steps) < 80 and int(info.steps) == 80
     early = neg(np.concatenate([[pe.log_amplitude], pe.log_lengthscales, [np.log(pe.noise - 1e-6)], [pe.mean]]))

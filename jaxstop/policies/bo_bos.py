@@ -15,8 +15,8 @@ The candidates are the rows of a table, points ``x`` of the unit cube (for a
 ``[x, n / N]`` and the losses, standardised by their mean and std. Its data
 live in a buffer of static capacity ``max_evals * (len(intermediate_epochs) + 1)``
 with a mask, so the program never recompiles as a study grows. Every ``ask``
-refits the GP hyperparameters by ML-II (``gp_fit_steps`` L-BFGS steps,
-warm-started from the previous fit; the paper refits every 10 iterations with
+refits the GP hyperparameters by ML-II (:func:`jaxstop.gp.fit`, at most
+``gp_fit_steps`` objective evaluations, warm-started from the previous fit; the paper refits every 10 iterations with
 restarts) and picks the unevaluated candidate with the lowest lower confidence
 bound at full training, ``mu([x, 1]) - sqrt(beta_t) sigma([x, 1])`` (losses are
 minimised; the paper maximises accuracy with the upper bound), with
@@ -684,7 +684,8 @@ def bo_bos(
             authors' code).
         mode: ``"corrected"`` or ``"compat"`` (see :func:`jaxstop.bos.backward_induction`).
         curve_fit_steps: Adam steps of the learning-curve GP fit per start (static).
-        gp_fit_steps: L-BFGS steps of the GP refit in every ``ask`` (static).
+        gp_fit_steps: At most this many objective evaluations of the GP refit in every
+            ``ask`` (:func:`jaxstop.gp.fit`'s ``steps``; static).
         kappa, k1_init, k1_gamma, k2, cost, xi_noise_var, xi_delta, beta_scale,
         beta_delta, loss_lo, loss_hi, num_init: Defaults of the numeric
             hyperparameters, see :class:`BoBosParams`; ``policy.default_params()``
