@@ -866,7 +866,8 @@ def fit(
             ``optimizer``: that optimiser's steps).
         num_restarts: Number of starts: ``init`` plus ``num_restarts - 1`` random
             ones (log-uniform lengthscales in [0.05, 2], amplitude in [0.3, 3],
-            noise in [1e-4, 0.3]); needs ``key`` when > 1.
+            noise in [1e-4, 0.3]; the default optimiser starts from their lengthscales
+            and noise-to-amplitude ratio); needs ``key`` when > 1.
         key: PRNG key for the random starts.
         fit_mean: Whether the constant mean is fitted (flat prior) or kept at ``init.mean``.
         prior: Whether to add :func:`log_prior` (recommended: keeps tiny or constant
