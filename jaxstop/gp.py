@@ -882,7 +882,9 @@ def fit(
             It is a static argument: pass the same object to avoid recompiling.
 
     Returns:
-        ``(params, info)``; ``info.finite`` says whether the result is usable.
+        ``(params, info)``; ``info.finite`` says whether the result is usable. When no
+        start gives a finite objective (e.g. no real rows and ``prior=False``: nothing
+        is identified) the first start comes back with ``info.finite`` False.
 
     Example:
         >>> import jax, jax.numpy as jnp

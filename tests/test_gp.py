@@ -369,6 +369,15 @@ def test_fit_degenerate_inputs_stay_finite(rng, case):
     assert np.all(np.isfinite(mean)) and np.all(np.isfinite(var)) and np.all(var >= 0)
 
 
+def test_fit_without_data_or_prior_reports_the_start_as_not_finite():
+    X = np.full((6, 2), 0.5)
+    init = gp.params(1.3, [0.4, 0.7], 0.05, 0.2)
+    p, info = gp.fit(X, np.zeros(6), np.zeros(6, bool), init=init, prior=False)
+    assert not bool(info.finite)
+    for a, b in zip(jax.tree_util.tree_leaves(p), jax.tree_util.tree_leaves(init)):
+        np.testing.assert_allclose(a, b, rtol=1e-12)
+
+
 def test_posterior_survives_singular_gram():
     """Duplicated inputs with a tiny noise: the growing jitter keeps the factor finite."""
     X = np.full((6, 2), 0.5)
