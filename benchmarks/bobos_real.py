@@ -36,6 +36,11 @@ gives it more evaluations to compare at about GP-UCB's epochs.
     .venv/bin/python benchmarks/bobos_real.py --quick    # AlexNet only, 8 seeds, small sizes
 
 Writes ``benchmarks/out/bobos_real.md``, ``.json`` and ``.png``.
+
+The LCBench tables sample their configurations from one generator in the order
+the data sets run, so a run of a subset (``--datasets``) samples other
+configurations than the full run; compare a subset with the full run's tables
+only for the data sets that run first in both.
 """
 
 from __future__ import annotations

@@ -33,6 +33,11 @@ these tables; the comparison is of direction and size, not a replication.
     .venv/bin/python benchmarks/uq_real.py --quick    # AlexNet only, 32 seeds
 
 Writes ``benchmarks/out/uq_real.md`` and ``benchmarks/out/uq_real.png``.
+
+The LCBench tables sample their configurations from one generator in the order
+the data sets run, so a run of a subset (``--datasets``) samples other
+configurations than the full run; compare a subset with the full run's tables
+only for the data sets that run first in both.
 """
 
 from __future__ import annotations
