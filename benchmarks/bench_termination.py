@@ -219,7 +219,7 @@ def main(argv=None):
               "start); `warm`: at most 5 steps from the hyperparameters of the same study fitted one trial earlier, "
               "as a running study or a simulation replay evaluates the bound.",
               "", "Bounds differ between the libraries because the GP fits and the candidate sets differ "
-              "(Optuna: zero mean, L-BFGS-B to convergence, 2,048 Sobol points; jaxstop: bounded-cost fit, "
+              "(Optuna: zero mean, L-BFGS-B to a gradient tolerance of 1e-2, 2,048 Sobol points; jaxstop: bounded-cost fit, "
               "random points refined by gradient steps)."]
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -16,6 +16,7 @@ Usage::
 
     python benchmarks/termination_fit_steps.py            # 16 studies per (n, d)
     python benchmarks/termination_fit_steps.py --quick    # 4 studies, n = 100 only
+    python benchmarks/termination_fit_steps.py --fit-tol 1e-4   # a tighter stop
 """
 
 from __future__ import annotations
@@ -53,8 +54,11 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--studies", type=int, default=None)
+    ap.add_argument("--fit-tol", type=float, default=None, help="fit_tol of the fits (default: the library's)")
     ap.add_argument("--out", default=str(HERE / "out" / "termination_fit_steps.md"))
     args = ap.parse_args(argv)
+    tol = {} if args.fit_tol is None else {"fit_tol": args.fit_tol}
+    tol_text = "the default fit_tol" if args.fit_tol is None else f"fit_tol = {args.fit_tol:g}"
     studies = args.studies or (4 if args.quick else 16)
     cases = [(100, 3)] if args.quick else [(100, 3), (200, 3), (200, 9)]
     rng = np.random.default_rng(7)
@@ -66,9 +70,9 @@ def main(argv=None):
         for _ in range(studies):
             X, y = map(jnp.asarray, make_study(rng, n, d))
             ref, _ = _bound(X, y, fit_steps=REFERENCE, fit_tol=0.0)
-            prev = regret.fit_regret_bound(KEY, X, y, jnp.arange(n) < n - 1).params
-            runs = {f"cold {s}": _bound(X, y, fit_steps=s) for s in COLD}
-            runs[f"warm {WARM}"] = _bound(X, y, init=prev, fit_steps=WARM)
+            prev = regret.fit_regret_bound(KEY, X, y, jnp.arange(n) < n - 1, **tol).params
+            runs = {f"cold {s}": _bound(X, y, fit_steps=s, **tol) for s in COLD}
+            runs[f"warm {WARM}"] = _bound(X, y, init=prev, fit_steps=WARM, **tol)
             for k, (b, steps) in runs.items():
                 rel[k].append(abs(b / ref - 1))
                 used[k].append(steps)
@@ -83,8 +87,8 @@ def main(argv=None):
         (f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores; "
          f"jax {jax.__version__}; float64; {studies} synthetic studies per (n, d) "
          f"(bench_termination.make_study); reference: {REFERENCE} steps; "
-         "candidates: 512 random points (same key), refined; fits stop early at the default "
-         "fit_tol, the reference takes all its steps."),
+         f"candidates: 512 random points (same key), refined; fits stop early at {tol_text}, "
+         "the reference takes all its steps."),
         "",
         "| n | d | fit (most steps) | median rel. diff | 90% | max | steps taken, median | max |",
         "|---|---|---|---|---|---|---|---|",

@@ -42,7 +42,8 @@ from bench_termination import make_study  # noqa: E402
 from jaxstop import gp, regret  # noqa: E402
 
 VARIANTS = (
-    ("defaults (at most 20 fit steps, stops once converged; 512 candidates, refinement)", {}),
+    ("defaults (at most 20 fit steps, stops at fit_tol = 1e-2; 512 candidates, refinement)", {}),
+    ("stops at fit_tol = 1e-4 instead of the default 1e-2", {"fit_tol": 1e-4}),
     ("always 20 fit steps (fit_tol = 0)", {"fit_tol": 0.0}),
     ("no refinement", {"refine_steps": 0}),
     ("20 fit steps, 16 candidates, no refinement", {"fit_tol": 0.0, "candidates": 16, "refine_steps": 0}),

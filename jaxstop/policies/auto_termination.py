@@ -203,7 +203,7 @@ def auto_termination_bo(
     ddof: int = 1,
     test_train_ratio: float | None = None,
     fit_steps: int = 10,
-    fit_tol: float = 1e-4,
+    fit_tol: float = 1e-2,
     fit_mean: bool = True,
     min_noise: float = 1e-6,
     num_candidates: int = 512,
