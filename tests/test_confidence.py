@@ -213,6 +213,39 @@ def keep_case_oracle():
 # accuracy
 
 
+def test_survival_function_building_blocks_match_scipy():
+    """The erfcx polynomial, S = 1 - Phi and the hazard against scipy.special."""
+    a = np.concatenate([np.linspace(0.0, 12.0 / np.sqrt(2.0), 4001), np.geomspace(1e-12, 1.0, 200)])
+    r = np.asarray(jax.jit(conf._erfcx)(jnp.asarray(a)))
+    np.testing.assert_allclose(r, special.erfcx(a), rtol=5e-15, atol=0)
+    z = np.concatenate([np.linspace(-40.0, 12.0, 5201), [-np.inf, 15.0]])
+    zc = np.minimum(z, 12.0)
+    gauss, sf = (np.asarray(v) for v in jax.jit(conf._gauss_and_sf)(jnp.asarray(z)))
+    ref = special.ndtr(-zc)
+    # XLA flushes subnormal results to zero
+    tiny = np.finfo(np.float64).tiny
+    np.testing.assert_allclose(gauss, np.exp(-0.5 * zc * zc), rtol=1e-15, atol=tiny)
+    up = zc >= 0
+    # both round z^2 / 2: relative errors grow to ~4e-14 at z = 12 (XLA's erfc alike)
+    np.testing.assert_allclose(sf[up], ref[up], rtol=1e-13, atol=0)
+    np.testing.assert_allclose(sf[~up], ref[~up], rtol=0, atol=5e-16)
+    # hazards and grouped log-survival sums, padded to whole groups of 8
+    zm = jnp.asarray(z[:5200].reshape(26, 200))
+    h, total = (np.asarray(v) for v in jax.jit(conf._hazard_and_log_sf_sum)(zm))
+    zz = np.minimum(z[:5200].reshape(26, 200), 12.0)
+    np.testing.assert_allclose(h, np.exp(-0.5 * zz * zz) / special.ndtr(-zz), rtol=1e-13, atol=tiny)
+    np.testing.assert_allclose(total, special.log_ndtr(-zz).sum(axis=1), rtol=1e-14, atol=1e-15)
+    # float32: one logarithm per element; S = 1 - T near 1 is exact to an ulp of 1 absolute
+    h32, total32 = jax.jit(conf._hazard_and_log_sf_sum)(zm.astype(jnp.float32))
+    assert h32.dtype == jnp.float32
+    z32 = np.asarray(zm.astype(jnp.float32), float)
+    h_ref = np.exp(-0.5 * z32**2) / special.ndtr(-z32)
+    np.testing.assert_allclose(np.asarray(h32, float), h_ref, rtol=2e-6, atol=1e-30)
+    total_ref = special.log_ndtr(-z32).sum(axis=1)
+    atol = 200 * np.finfo(np.float32).eps
+    np.testing.assert_allclose(np.asarray(total32, float), total_ref, rtol=2e-6, atol=atol)
+
+
 @pytest.mark.parametrize("name", list(hard_cases()))
 def test_prob_best_matches_quad(name):
     mu, sigma = hard_cases()[name]
