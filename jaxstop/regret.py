@@ -839,7 +839,8 @@ def fit_regret_bound(
             tolerance of Optuna's L-BFGS-B fit of the same GP (``gtol`` of
             ``optuna._gp.gp.fit_kernel_params``); against a converged fit the bound moves
             by at most about 3e-4 of itself on the studies of ``benchmarks/RESULTS.md``;
-            1e-4 takes about two steps more.
+            1e-4 takes about two steps more. A fit that needs more than ``fit_steps``
+            steps stops at that cap first (on one small noisy test study: 1.2e-3).
         fit_mean: Fit a constant mean (True: profiled out, its generalised-least-squares
             estimate for the current kernel, the ML-II value under its flat prior) or keep
             it at 0 like Optuna (False).

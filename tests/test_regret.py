@@ -665,6 +665,11 @@ def test_fit_stops_once_converged_and_vmap_agrees(rng):
         assert float(b.fit_info.objective) == pytest.approx(float(a.fit_info.objective), abs=1e-7)
         assert float(b.bound.bound) == pytest.approx(float(a.bound.bound), rel=1e-3)
     assert len({int(b.fit_info.steps) for b in early}) > 1
+    # the default fit_tol (1e-2, Optuna's gradient tolerance) given enough steps
+    for a, (X, y) in zip(full, studies):
+        d = regret.fit_regret_bound(key, X, y, fit_steps=60)
+        assert int(d.fit_info.steps) < 60
+        assert float(d.bound.bound) == pytest.approx(float(a.bound.bound), rel=1e-3)
     X = jnp.stack([jnp.asarray(X) for X, _ in studies])
     Y = jnp.stack([jnp.asarray(y) for _, y in studies])
     batch = jax.vmap(lambda X, y: regret.fit_regret_bound(key, X, y, fit_steps=60, fit_tol=1e-4))(X, Y)
