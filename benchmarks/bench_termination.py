@@ -26,7 +26,12 @@ Usage (from the repository root)::
     python benchmarks/bench_termination.py            # full
     python benchmarks/bench_termination.py --quick    # n in {20, 200}, batch of 100
 
-Output: ``benchmarks/out/bench_termination.md``.
+Output: ``benchmarks/out/bench_termination.md``, and Optuna's medians per (n, d) in
+``benchmarks/out/optuna_times.json``. On a machine without Optuna and torch (an
+accelerator host, say), ``--optuna-from`` takes those medians from a CPU run of the same
+script instead of timing Optuna; the studies are the same (one seeded generator), and the
+table then says where the anchor was measured. The batch is vmapped in chunks of 50 on
+CPU and as one chunk on accelerators unless ``--chunk`` says otherwise.
 """
 
 from __future__ import annotations
@@ -38,6 +43,8 @@ for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1")
 
 import argparse  # noqa: E402
+import datetime  # noqa: E402
+import json  # noqa: E402
 import platform  # noqa: E402
 import statistics  # noqa: E402
 import sys  # noqa: E402
@@ -93,6 +100,49 @@ def optuna_trials(X, y):
             for j in range(len(y))]
 
 
+class OptunaAnchor:
+    """Optuna's median time and bound per study, timed here or read from an earlier run's JSON."""
+
+    def __init__(self, path, repeats):
+        self.repeats, self.times = repeats, {}
+        if path is None:
+            import optuna
+            import torch
+
+            self.evaluator = optuna_evaluator()
+            self.loaded = None
+            self.versions = f"optuna {optuna.__version__}, torch {torch.__version__}"
+        else:
+            self.evaluator = None
+            self.loaded = json.loads(Path(path).read_text())
+            self.versions = (f"Optuna's times from `{Path(path).name}` ({self.loaded['versions']}, "
+                             f"on {self.loaded['machine']}, {self.loaded['date']})")
+
+    def warm_up(self, X, y):
+        if self.evaluator is not None:
+            time_optuna(self.evaluator, optuna_trials(X, y), 1)
+
+    def time(self, X, y):
+        n, d = X.shape
+        if self.evaluator is None:
+            try:
+                t, b = self.loaded["studies"][f"{n},{d}"]
+            except KeyError:
+                raise SystemExit(f"--optuna-from has no study with n = {n}, d = {d}: "
+                                 "time Optuna with the same options (--quick or not) first") from None
+        else:
+            t, b = time_optuna(self.evaluator, optuna_trials(X, y), self.repeats)
+            t, b = float(t), float(b)
+        self.times[f"{n},{d}"] = (t, b)
+        return t, b
+
+    def save(self, path, machine):
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"machine": machine, "versions": self.versions,
+                                    "date": datetime.date.today().isoformat(), "studies": self.times}, indent=1))
+
+
 def time_optuna(evaluator, trials, repeats):
     from optuna.study import StudyDirection
 
@@ -121,7 +171,12 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="n in {20, 200}, batch of 100 studies, few repeats")
     ap.add_argument("--batch", type=int, default=None, help="studies in the batch case (default 1,000)")
-    ap.add_argument("--chunk", type=int, default=50, help="studies per vmapped call in the batch case")
+    ap.add_argument("--chunk", type=int, default=None,
+                    help="studies per vmapped call in the batch case (default 50 on CPU, the whole batch elsewhere)")
+    ap.add_argument("--optuna-from", default=None,
+                    help="JSON of Optuna's medians written by an earlier run (--optuna-out); Optuna is not timed")
+    ap.add_argument("--optuna-out", default=str(HERE / "out" / "optuna_times.json"),
+                    help="where a run that times Optuna writes its medians")
     ap.add_argument("--pin", type=int, default=None, help="pin the process to this CPU core")
     ap.add_argument("--out", default=str(HERE / "out" / "bench_termination.md"))
     args = ap.parse_args(argv)
@@ -131,19 +186,17 @@ def main(argv=None):
     dims = (3, 9)
     rep_j, rep_o = (3, 2) if args.quick else (7, 5)
     batch = args.batch or (100 if args.quick else 1000)
-    chunk = min(args.chunk, batch)
+    backend = jax.default_backend()
+    chunk = min(args.chunk or (50 if backend == "cpu" else batch), batch)
 
-    import optuna
-    import torch
-
-    evaluator = optuna_evaluator()
+    anchor = OptunaAnchor(args.optuna_from, rep_o)
     rng = np.random.default_rng(0)
-    time_optuna(evaluator, optuna_trials(*make_study(rng, 30, 3)), 1)  # warm-up: lazy imports of torch / scipy
+    anchor.warm_up(*make_study(rng, 30, 3))  # lazy imports of torch / scipy
     rows, per_study_optuna = [], {}
     for d in dims:
         for n in ns:
             X, y = make_study(rng, n, d)
-            t_opt, b_opt = time_optuna(evaluator, optuna_trials(X, y), rep_o)
+            t_opt, b_opt = anchor.time(X, y)
             per_study_optuna[(n, d)] = t_opt
             row = {"n": n, "d": d, "optuna": t_opt, "b_optuna": b_opt}
             Xj, yj = jnp.asarray(X), jnp.asarray(y)
@@ -162,7 +215,7 @@ def main(argv=None):
     for d in dims:
         if (n_b, d) not in per_study_optuna:
             X, y = make_study(rng, n_b, d)
-            per_study_optuna[(n_b, d)] = time_optuna(evaluator, optuna_trials(X, y), rep_o)[0]
+            per_study_optuna[(n_b, d)] = anchor.time(X, y)[0]
         data = [make_study(rng, n_b, d) for _ in range(batch)]
         Xb = jnp.asarray(np.stack([a for a, _ in data]))
         yb = jnp.asarray(np.stack([b for _, b in data]))
@@ -193,9 +246,13 @@ def main(argv=None):
                   f"throughput x{per_study_optuna[(n_b, d)] / (t / done):.1f}", flush=True)
 
     cpu = platform.processor() or platform.machine()
+    dev = jax.devices()[0]
+    where = "" if backend == "cpu" else f"; jaxstop on {backend} ({dev.device_kind})"
+    if args.optuna_from is None:
+        anchor.save(args.optuna_out, machine=f"{cpu}, {os.cpu_count()} cores")
     lines = ["# Regret bound with GP fit: jaxstop vs Optuna 5.0 `RegretBoundEvaluator`", "",
-             f"Machine: {cpu}, {os.cpu_count()} cores{f', pinned to core {args.pin}' if args.pin is not None else ''}; "
-             f"jax {jax.__version__}, optuna {optuna.__version__}, torch {torch.__version__}; one thread each; "
+             f"Machine: {cpu}, {os.cpu_count()} cores{f', pinned to core {args.pin}' if args.pin is not None else ''}"
+             f"{where}; jax {jax.__version__}, {anchor.versions}; one thread each on CPU; "
              f"float64; synthetic studies (sum of squares + sine + noise); "
              f"median of {rep_j} (jaxstop) / {rep_o} (Optuna) runs{' (--quick)' if args.quick else ''}.", "",
              "## One study (cold fit, as Optuna)", "",
