@@ -405,9 +405,14 @@ def _graded(length, h, levels: int, order: int):
     return nodes.reshape(-1), weights.reshape(-1)
 
 
+def _on_cpu() -> bool:
+    """Whether jax's default backend is the CPU (block and batch sizes depend on it)."""
+    return jax.default_backend() == "cpu"
+
+
 def _block_size(n: int) -> int:
     """Candidates per block of prob_best: a multiple of 8, at most n rounded up."""
-    cap = _BLOCK_BEST if jax.default_backend() == "cpu" else _BLOCK_BEST_ACCEL
+    cap = _BLOCK_BEST if _on_cpu() else _BLOCK_BEST_ACCEL
     return max(8, min(-(-n // 8) * 8, cap))
 
 
@@ -1152,7 +1157,7 @@ def _batch_size(batch: int, n: int, dtype, max_bytes: int | None) -> int:
     if max_bytes is None:
         # On CPU, steps whose (nodes x candidates) matrices stay in cache run fastest;
         # accelerators want large steps.
-        max_bytes = 4 * 2**20 if jax.default_backend() == "cpu" else 256 * 2**20
+        max_bytes = 4 * 2**20 if _on_cpu() else 256 * 2**20
     levels, order = _rule(dtype)
     nodes = (levels + 1) * order
     bs = _block_size(n)

@@ -805,3 +805,33 @@ def test_dense_and_blocked_paths_agree(monkeypatch, rng):
     p_blocked = np.asarray(jax.jit(run)(*args))
     np.testing.assert_allclose(p_blocked, p_dense, rtol=0, atol=1e-14)
     np.testing.assert_allclose(p_dense[0], quad_prob_best(mu[0], sigma[0]), rtol=0, atol=1e-9)
+
+
+def test_accelerator_block_and_batch_sizes_give_the_same_numbers(monkeypatch, rng):
+    """The sizes chosen off the CPU (blocks of up to 2,048 candidates, 256 MiB batch steps)
+    give the CPU's numbers: spread problems (skipped candidates; the relevant ones fill many
+    CPU blocks of 32 and part of one block of 2,048) and close ones (dense pass), one
+    problem and a batch."""
+    spread = (rng.uniform(0.1, 1.0, (2, 3000)), 10 ** rng.uniform(-3, -1, (2, 3000)))
+    close = (rng.uniform(0.1, 0.11, (3, 200)), 10 ** rng.uniform(-3, -1, (3, 200)))
+    mask = np.ones((2, 3000), bool)
+    mask[0, ::5] = False
+
+    def results():
+        jax.clear_caches()
+        out = [np.asarray(prob_best(spread[0][0], spread[1][0], mask[0])),
+               np.asarray(prob_best_batch(*spread, mask)),
+               np.asarray(confidence_curve_batch(*close).curve)]
+        return out, conf._block_size(3000), conf._batch_size(1000, 200, jnp.float64, None)
+
+    cpu, cpu_block, cpu_batch = results()
+    monkeypatch.setattr(conf, "_on_cpu", lambda: False)
+    acc, acc_block, acc_batch = results()
+    jax.clear_caches()
+    assert (cpu_block, acc_block) == (32, 2048)
+    assert acc_batch > cpu_batch
+    mu0, sigma0 = spread[0][0], spread[1][0]
+    hi = np.min(np.where(mask[0], mu0 + 9 * sigma0, np.inf))
+    assert 32 * 4 < np.sum(mask[0] & (mu0 - 9 * sigma0 < hi)) < 2048
+    for a, b in zip(acc, cpu):
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-14)
