@@ -14,6 +14,7 @@ coefficients carry no cancellation error of their own. The script prints the con
 and the maximum relative error of their float64 Horner evaluation on a dense grid.
 
 Usage (needs mpmath, which the ``bench`` extra brings): ``python benchmarks/erfcx_coefficients.py``
+for the float64 constants, ``--degree 10 --name _ERFCX_COEF32`` for the float32 ones.
 """
 
 from __future__ import annotations
@@ -73,12 +74,13 @@ def max_rel_error(k: float, t0: float, coef: list[float], num: int = 20001) -> f
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--k", type=float, default=4.0)
-    parser.add_argument("--degree", type=int, default=18)
+    parser.add_argument("--degree", type=int, default=18, help="18 for float64, 10 for float32")
+    parser.add_argument("--name", default="_ERFCX_COEF", help="_ERFCX_COEF (float64) or _ERFCX_COEF32")
     args = parser.parse_args()
     t0, coef = fit(args.k, args.degree)
     print(f"_ERFCX_K = {args.k!r}")
     print(f"_ERFCX_T0 = {t0!r}")
-    print("_ERFCX_COEF = (")
+    print(f"{args.name} = (")
     for c in coef:
         print(f"    {c!r},")
     print(")")

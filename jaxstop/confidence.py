@@ -46,13 +46,13 @@ that jits, vmaps and runs on accelerators:
   ``S`` is the normal tail at ``|z|``, ``exp(-z^2 / 2) erfcx(|z| / sqrt 2) / 2``
   (or one minus it for ``z < 0``; arguments clipped at ``z = 12``, where
   ``S < 2e-33``), with the scaled complementary error function ``erfcx`` a
-  polynomial of degree 18 in a rational map of its argument (relative error
-  1.6e-15; cheaper than XLA's ``erfc``, which evaluates an exponential of its
-  own). In float64 ``L`` takes one logarithm per product of 8 survival values
-  (each at least ``S(12)``, so the product stays a normal number): the
-  logarithm is the dearest operation per element on CPU, and this form needs
-  two ``exp``, one polynomial and three divisions per (node, candidate) pair
-  and no per-pair logarithm (float32: one per pair).
+  polynomial in a rational map of its argument (degree 18 in float64, relative
+  error 1.6e-15; degree 10 in float32; cheaper than XLA's ``erfc``, which
+  evaluates an exponential of its own). In float64 ``L`` takes one logarithm
+  per product of 8 survival values (each at least ``S(12)``, so the product
+  stays a normal number): the logarithm is the dearest operation per element
+  on CPU, and this form needs one ``exp``, one polynomial and three divisions
+  per (node, candidate) pair and no per-pair logarithm (float32: one per pair).
 * Only the candidates with ``mu_j - c sigma_j < b`` are evaluated: every
   other candidate has ``p_j <= 2 Phi(-9)`` and ``|log S_j| <= Phi(-9)`` at
   every node, and gets exactly 0. The relevant candidates are moved to the
@@ -162,6 +162,21 @@ _ERFCX_COEF = (
     -2.967095289014097e-10,
     1.5299312445334624e-10,
     1.474404734505518e-11,
+)
+# The same for float32, degree 10 (relative error 2.2e-8 in float64 arithmetic, below
+# float32's rounding): `python benchmarks/erfcx_coefficients.py --degree 10 --name _ERFCX_COEF32`.
+_ERFCX_COEF32 = (
+    0.24924989371570683,
+    0.31819440395564025,
+    0.2172899644764428,
+    0.12394044821196586,
+    0.05895536355681962,
+    0.02311436945051063,
+    0.007271149920399244,
+    0.0017311100321428037,
+    0.000260729771170962,
+    6.985864675552714e-07,
+    -8.130485689196875e-06,
 )
 # s = _ERFCX_A / (K + a) + _ERFCX_B
 _ERFCX_A = 4.0 * _ERFCX_K / (1.0 - _ERFCX_T0)
@@ -308,10 +323,12 @@ def _gauss_legendre(order: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _erfcx(a):
-    """``erfcx(a) = exp(a^2) erfc(a)`` for ``0 <= a <= _ZMAX / sqrt 2`` (polynomial, see above)."""
+    """``erfcx(a) = exp(a^2) erfc(a)`` for ``0 <= a <= _ZMAX / sqrt 2`` (polynomial, see above;
+    degree 18 in float64, 10 in float32)."""
+    coef = _ERFCX_COEF if jnp.dtype(a.dtype) == jnp.float64 else _ERFCX_COEF32
     s = _ERFCX_A / (_ERFCX_K + a) + _ERFCX_B
-    r = _ERFCX_COEF[-1]
-    for c in _ERFCX_COEF[-2::-1]:
+    r = coef[-1]
+    for c in coef[-2::-1]:
         r = r * s + c
     return r
 
@@ -342,7 +359,9 @@ def _sf_group(dtype) -> int:
     """Survival values multiplied together before one logarithm.
 
     ``S(z) >= S(_ZMAX) ~ 1.8e-33``, so a product of 8 stays a normal float64
-    (>= 1e-262); in float32 already a product of 2 could underflow.
+    (>= 1e-262). In float32 already a product of 2 could underflow, and float32's
+    logarithm is cheap enough on CPU (a one-off check: one per element was as fast
+    as or faster than one per 8 at n = 100-10,000), so it takes one per element.
     """
     return 8 if jnp.dtype(dtype) == jnp.float64 else 1
 
@@ -355,14 +374,15 @@ def _hazard_and_log_sf_sum(z):
     shape (..., c), and ``L = sum_j log S(z_j)`` over the last axis, shape (...),
     with ``S(z) = 1 - Phi(z)`` from :func:`_gauss_and_sf`.
 
-    Per element this costs two ``exp``, one polynomial and three divisions, and one
+    Per element this costs one ``exp``, one polynomial and three divisions, and one
     ``log`` per group of :func:`_sf_group` elements: the logarithm is the dearest
     of these on CPU, and the integrand ``phi_i prod_{j != i} S_j = exp(L) h_i / sqrt(2 pi)``
     needs no per-element logarithm or exponential of ``L`` at all. ``S`` is recovered
     as ``exp(-z^2 / 2) / h`` (within a few ulps) after ``h`` is materialised: when
     both outputs are computed from one ``S``, XLA:CPU evaluates the polynomial once
-    per consumer, which in a one-off measurement cost twice as much as the second
-    ``exp``. Where ``exp(-z^2 / 2)`` underflows, ``h = 0`` and ``S = 1``.
+    per consumer, which in a one-off measurement cost twice as much as this
+    division (XLA:CPU keeps ``exp(-z^2 / 2)`` from the first pass: the compiled
+    program has one exponential). Where ``exp(-z^2 / 2)`` underflows, ``h = 0`` and ``S = 1``.
     """
     gauss, sf = _gauss_and_sf(z)
     h = lax.optimization_barrier(gauss / sf)
