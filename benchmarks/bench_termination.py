@@ -12,11 +12,15 @@ synthetic studies, cold (gp's default start, no warm start) like Optuna:
 * ``jaxstop (Optuna settings)`` -- 2,048 random points, no refinement, zero GP mean;
 * ``jaxstop warm`` -- as in a running study: the fit starts from the hyperparameters
   fitted one trial earlier (on the first n - 1 trials, not timed) and takes at most 5 steps.
-  Optuna 5.0's evaluator has no warm start (``gpr_cache=None``).
+  Optuna 5.0's evaluator has no warm start (``gpr_cache=None``);
+* ``jaxstop float32`` -- the defaults, cold, on the same study cast to float32 (jaxstop
+  computes in the dtype of its inputs); the table gives its bound's relative difference
+  from the float64 one.
 
 Per study: n in {20, 50, 100, 200, 500} trials, d in {3, 9}; compile time is reported
 separately; run times are medians after ``block_until_ready``. Batch: 1,000 studies at
-n = 200, vmapped in chunks, against 1,000 x Optuna's time per study. Both libraries get
+n = 200, vmapped in chunks, against 1,000 x Optuna's time per study: cold, warm, and cold
+in float32. Both libraries get
 one thread (OMP / OpenBLAS / MKL / torch threads = 1 and XLA's single-threaded Eigen),
 measured in the same process, optionally pinned to one core (``--pin``), which avoids
 thread hand-off stalls when other processes share the machine.
@@ -44,6 +48,7 @@ os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false intra_op_
 
 import argparse  # noqa: E402
 import datetime  # noqa: E402
+import hashlib  # noqa: E402
 import json  # noqa: E402
 import platform  # noqa: E402
 import statistics  # noqa: E402
@@ -69,8 +74,10 @@ SETTINGS = {
     "jaxstop": {},
     "jaxstop (Optuna settings)": {"candidates": 2048, "refine_steps": 0, "fit_mean": False},
     "jaxstop warm": {"fit_steps": 5},
+    "jaxstop float32": {},
 }
 WARM = "jaxstop warm"
+F32 = "jaxstop float32"
 
 
 def make_study(rng, n, d):
@@ -124,16 +131,17 @@ class OptunaAnchor:
 
     def time(self, X, y):
         n, d = X.shape
+        digest = study_digest(X, y)
         if self.evaluator is None:
-            try:
-                t, b = self.loaded["studies"][f"{n},{d}"]
-            except KeyError:
-                raise SystemExit(f"--optuna-from has no study with n = {n}, d = {d}: "
-                                 "time Optuna with the same options (--quick or not) first") from None
+            entry = self.loaded["studies"].get(f"{n},{d}")
+            if entry is None or len(entry) < 3 or entry[2] != digest:
+                raise SystemExit(f"--optuna-from has no timing of this study with n = {n}, d = {d}: "
+                                 "time Optuna with the same options (--quick or not) first")
+            t, b = entry[:2]
         else:
             t, b = time_optuna(self.evaluator, optuna_trials(X, y), self.repeats)
             t, b = float(t), float(b)
-        self.times[f"{n},{d}"] = (t, b)
+        self.times[f"{n},{d}"] = (t, b, digest)
         return t, b
 
     def save(self, path, machine):
@@ -141,6 +149,12 @@ class OptunaAnchor:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps({"machine": machine, "versions": self.versions,
                                     "date": datetime.date.today().isoformat(), "studies": self.times}, indent=1))
+
+
+def study_digest(X, y):
+    """A fingerprint of one study's data: --optuna-from only reuses a timing of the same study."""
+    return hashlib.sha256(np.ascontiguousarray(X, np.float64).tobytes()
+                          + np.ascontiguousarray(y, np.float64).tobytes()).hexdigest()[:16]
 
 
 def time_optuna(evaluator, trials, repeats):
@@ -204,7 +218,8 @@ def main(argv=None):
             for name, kw in SETTINGS.items():
                 init = prev if name == WARM else None
                 fn = (lambda kw, init: lambda key, X, y: regret.fit_regret_bound(key, X, y, init=init, **kw))(kw, init)
-                c, t, out, _ = time_jaxstop(fn, (jax.random.key(1), Xj, yj), rep_j)
+                data = (Xj.astype(jnp.float32), yj.astype(jnp.float32)) if name == F32 else (Xj, yj)
+                c, t, out, _ = time_jaxstop(fn, (jax.random.key(1), *data), rep_j)
                 row[name] = (c, t, float(out.bound.bound))
             rows.append(row)
             print(f"n={n} d={d}: optuna {t_opt * 1e3:.1f} ms; " + "; ".join(
@@ -224,19 +239,20 @@ def main(argv=None):
         prev_mask = jnp.broadcast_to(jnp.arange(n_b) < n_b - 1, (chunk, n_b))
         cold = jax.jit(jax.vmap(lambda key, X, y, m: regret.fit_regret_bound(key, X, y, m, chunk_size=256).params))
         inits = [cold(keys[i:i + chunk], Xb[i:i + chunk], yb[i:i + chunk], prev_mask) for i in range(0, done, chunk)]
-        for mode in ("cold", "warm"):
-            if mode == "cold":
-                fn = jax.vmap(lambda key, X, y, init: regret.fit_regret_bound(key, X, y, chunk_size=256))
-            else:
+        for mode in ("cold", "warm", "cold float32"):
+            if mode == "warm":
                 fn = jax.vmap(lambda key, X, y, init: regret.fit_regret_bound(key, X, y, init=init, fit_steps=5,
                                                                              chunk_size=256))
-            c, _, _, compiled = time_jaxstop(fn, (keys[:chunk], Xb[:chunk], yb[:chunk], inits[0]), 1)
+            else:
+                fn = jax.vmap(lambda key, X, y, init: regret.fit_regret_bound(key, X, y, chunk_size=256))
+            Xm, ym = (Xb.astype(jnp.float32), yb.astype(jnp.float32)) if mode == "cold float32" else (Xb, yb)
+            c, _, _, compiled = time_jaxstop(fn, (keys[:chunk], Xm[:chunk], ym[:chunk], inits[0]), 1)
             runs = []
             for _ in range(1 if args.quick else 3):
                 start = time.perf_counter()
                 ok = 0
                 for j, i in enumerate(range(0, done, chunk)):
-                    out = jax.block_until_ready(compiled(keys[i:i + chunk], Xb[i:i + chunk], yb[i:i + chunk], inits[j]))
+                    out = jax.block_until_ready(compiled(keys[i:i + chunk], Xm[i:i + chunk], ym[i:i + chunk], inits[j]))
                     ok += int(np.sum(np.asarray(out.bound.ok)))
                 runs.append(time.perf_counter() - start)
             t = statistics.median(runs)
@@ -253,16 +269,17 @@ def main(argv=None):
     lines = ["# Regret bound with GP fit: jaxstop vs Optuna 5.0 `RegretBoundEvaluator`", "",
              f"Machine: {cpu}, {os.cpu_count()} cores{f', pinned to core {args.pin}' if args.pin is not None else ''}"
              f"{where}; jax {jax.__version__}, {anchor.versions}; one thread each on CPU; "
-             f"float64; synthetic studies (sum of squares + sine + noise); "
+             f"float64 unless marked float32; synthetic studies (sum of squares + sine + noise); "
              f"median of {rep_j} (jaxstop) / {rep_o} (Optuna) runs{' (--quick)' if args.quick else ''}.", "",
              "## One study (cold fit, as Optuna)", "",
              "| n | d | Optuna ms | " + " | ".join(f"{k} ms | speed-up" for k in SETTINGS)
-             + " | compile s | bound Optuna / jaxstop |",
-             "|---|---|---|" + "---|---|" * len(SETTINGS) + "---|---|"]
+             + " | compile s | bound Optuna / jaxstop | float32 bound / float64 bound - 1 |",
+             "|---|---|---|" + "---|---|" * len(SETTINGS) + "---|---|---|"]
     for r in rows:
         cells = [f"{r[k][1] * 1e3:.2f} | x{r['optuna'] / r[k][1]:.1f}" for k in SETTINGS]
         lines.append(f"| {r['n']} | {r['d']} | {r['optuna'] * 1e3:.1f} | " + " | ".join(cells)
-                     + f" | {r['jaxstop'][0]:.1f} | {r['b_optuna']:.3g} / {r['jaxstop'][2]:.3g} |")
+                     + f" | {r['jaxstop'][0]:.1f} | {r['b_optuna']:.3g} / {r['jaxstop'][2]:.3g} | "
+                     f"{r[F32][2] / r['jaxstop'][2] - 1:+.1e} |")
     lines += ["", f"## Batch of studies at n = {n_b} (jaxstop defaults, vmapped chunks of {chunk})", "",
               "| d | fit | studies | jaxstop total s | per study ms | Optuna per study ms | throughput ratio |"
               " compile s | usable bounds |",
@@ -274,7 +291,8 @@ def main(argv=None):
     lines += ["", "`cold`: at most 20 quasi-Newton steps (fewer once converged; a vmapped chunk runs until its "
               "slowest study stops) from gp's default start (like Optuna, which has no warm "
               "start); `warm`: at most 5 steps from the hyperparameters of the same study fitted one trial earlier, "
-              "as a running study or a simulation replay evaluates the bound.",
+              "as a running study or a simulation replay evaluates the bound; `cold float32`: `cold` on the "
+              "studies cast to float32 (the candidate points differ: uniform draws in float32).",
               "", "Bounds differ between the libraries because the GP fits and the candidate sets differ "
               "(Optuna: zero mean, L-BFGS-B to a gradient tolerance of 1e-2, 2,048 Sobol points; jaxstop: bounded-cost fit, "
               "random points refined by gradient steps)."]
