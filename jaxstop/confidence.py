@@ -56,19 +56,28 @@ that jits, vmaps and runs on accelerators:
 * Only the candidates with ``mu_j - c sigma_j < b`` are evaluated: every
   other candidate has ``p_j <= 2 Phi(-9)`` and ``|log S_j| <= Phi(-9)`` at
   every node, and gets exactly 0. The relevant candidates are moved to the
-  front and processed in blocks (32 candidates on CPU, 2,048 on
-  accelerators) by a loop that stops after the last relevant block, so the
-  cost follows the number of relevant candidates -- often a small fraction of
-  ``n`` once candidates have separated (when the relevant blocks cover more
-  than 3/4 of ``n <= 4096`` candidates, one dense pass over all of them is
-  taken instead). Between its two passes (the
-  log-survival sum, then the integrals) the loop keeps each block's hazards
-  (nodes x n values) up to 64 MB and recomputes them beyond, so the working
-  memory is bounded for any ``n`` (:func:`leader_curve` scans the candidates
-  one by one); :func:`prob_best_batch` and
+  front and processed in blocks (about ``n / 8`` candidates, 32 to 256, on CPU;
+  2,048 on accelerators) by a loop that stops after the last relevant block,
+  so the cost follows the number of relevant candidates -- often a small
+  fraction of ``n`` once candidates have separated (when the relevant blocks
+  cover more than 3/4 of the candidates, one block of all of them is taken
+  instead).
+* Only the nodes where the minimum can still lie are evaluated. The rule is
+  taken one panel at a time in ascending ``x``, and ``exp(L(x))``, the
+  probability that every candidate exceeds ``x``, can only fall from one node
+  to the next; once it is so small at the end of a panel that all remaining
+  nodes together add less than ``1e-4 eps`` to any ``p_i`` (every hazard is
+  below ``10 / sigma_i`` at the nodes), the loop stops. Crowded candidates
+  push the minimum far below ``b``: with 1,000 candidates within 1% of each
+  other about half of the panels, the finely graded ones next to ``b``, are
+  never evaluated. Per panel, the first pass (the log-survival sum) keeps each
+  block's hazards for the second (the integrals), so the working memory is
+  ``O(n x 16)`` per problem for any ``n`` (:func:`leader_curve` scans the
+  candidates one by one); :func:`prob_best_batch` and
   :func:`confidence_curve_batch` bound the memory of many problems with
   ``lax.map(..., batch_size=...)``. A ``vmap`` over problems runs one loop for
-  the whole batch (as many blocks as its fullest problem needs).
+  the whole batch (as many blocks and panels as its most demanding problem
+  needs).
 * :func:`prob_best` and :func:`confidence_curve` are differentiable in forward
   and reverse mode: the derivative evaluates the same sums loop-free, over all
   ``n`` candidates at once (O(n x nodes) memory).
@@ -120,17 +129,27 @@ __all__ = [
 _C = 9.0
 # Clip for log-survival arguments: S(12) ~ 1.8e-33, still a normal float32.
 _ZMAX = 12.0
-# Candidates per block of prob_best, which evaluates (nodes, block) matrices block by
-# block over the relevant candidates only: small blocks on CPU (little wasted work in
-# the last block, matrices stay in cache), large ones on accelerators.
+# Candidates per block of prob_best, which evaluates (nodes, block) tiles block by
+# block over the relevant candidates only. On CPU about n / 8, between 32 and 256
+# (little wasted work in the last block, tiles stay in cache); 2,048 on accelerators.
 _BLOCK_BEST = 32
+_BLOCK_BEST_MAX = 256
 _BLOCK_BEST_ACCEL = 2048
-# prob_best keeps the hazards of all blocks between its two passes up to this size
-# (a batch of problems together); beyond, the second pass recomputes them.
+# One block of all candidates when the relevant blocks cover more than this fraction of them.
+_DENSE_FRACTION = 0.75
+# prob_best takes the rule one panel at a time when a panel's tile holds at least this
+# many values per problem, else the whole rule at once (loop overhead).
+_MIN_TILE = 1024
+# Candidates per lax.map step of the batch wrappers on CPU.
+_CPU_STEP_CANDIDATES = 256
+# prob_best keeps the hazards of all blocks between its two passes over a step's nodes
+# up to this size (a batch of problems together); beyond, the second pass recomputes them.
 _KEEP_BYTES = 64 * 2**20
-# Up to this many candidates, problems whose relevant blocks cover more than 3/4 of
-# them take one dense pass over all candidates instead of the block loop.
-_DENSE_MAX = 4096
+# Nodes beyond the point where the minimum exceeds x with a probability below a cut
+# are skipped; together they add at most _TAIL * eps to any probability.
+_TAIL = 1e-4
+# Bound on the hazard phi(z) / S(z) for z <= _C (below (z + sqrt(z^2 + 4)) / 2: 9.11 at 9).
+_HAZARD_MAX = 10.0
 # Width of the finest panel of the graded rule, in units of the smallest relevant sigma.
 _FINEST = 4.0
 # Shrunk sigma in zeta never goes below this fraction of sigma.
@@ -400,16 +419,20 @@ def _hazard_and_log_sf_sum(z):
     return h, jnp.dot(jnp.log(sf), ones, precision=lax.Precision.HIGHEST)
 
 
-def _graded(length, h, levels: int, order: int):
+def _graded(length, h, levels: int, order: int, descending: bool = False):
     """Graded Gauss-Legendre rule on [0, length], panels shrinking towards 0.
 
     Panel boundaries are ``length * r**l`` for ``l = 0..levels`` and 0, with
     ``r = (_FINEST * h / length)**(1 / levels)``: the panel next to 0 has width
     ``_FINEST * h`` (or less when ``length`` is already that small).
-    Returns distances from 0 and weights, each of shape (levels + 1) * order.
+    Returns distances from 0 and weights, each of shape (levels + 1) * order,
+    panel by panel from the far end; within a panel ascending, or with
+    ``descending`` descending (all distances then descend).
     """
     dtype = length.dtype
     t, w = _gauss_legendre(order)
+    if descending:
+        t, w = t[::-1], w[::-1]
     t = jnp.asarray(t, dtype)
     w = jnp.asarray(w, dtype)
     tiny = jnp.finfo(dtype).tiny
@@ -420,7 +443,11 @@ def _graded(length, h, levels: int, order: int):
     hi = jnp.where(length > 0, length * jnp.exp(ell * log_r), 0.0)
     lo = jnp.concatenate([hi[1:], jnp.zeros((1,), dtype)])
     width = hi - lo
-    nodes = lo[:, None] + width[:, None] * t[None, :]
+    # lo + width * t as a matrix product: XLA:CPU fuses the elementwise form into the
+    # (nodes x candidates) work that consumes the nodes and rebuilds the rule at every
+    # element there (twice the time of the whole quadrature at n = 10).
+    basis = jnp.stack([jnp.ones_like(t), t])
+    nodes = jnp.matmul(jnp.stack([lo, width], axis=1), basis, precision=lax.Precision.HIGHEST)
     weights = width[:, None] * w[None, :]
     return nodes.reshape(-1), weights.reshape(-1)
 
@@ -432,7 +459,10 @@ def _on_cpu() -> bool:
 
 def _block_size(n: int) -> int:
     """Candidates per block of prob_best: a multiple of 8, at most n rounded up."""
-    cap = _BLOCK_BEST if _on_cpu() else _BLOCK_BEST_ACCEL
+    if _on_cpu():
+        cap = min(_BLOCK_BEST_MAX, max(_BLOCK_BEST, -(-n // 64) * 8))
+    else:
+        cap = _BLOCK_BEST_ACCEL
     return max(8, min(-(-n // 8) * 8, cap))
 
 
@@ -462,8 +492,9 @@ def _prob_best_prep(mu, sigma, valid, far=jnp.inf):
     Returns node positions (relative to ``b``) and weights, the permuted and padded
     ``(mu - b, 1 / sigma)`` (irrelevant and padding entries at ``far`` and ``1``: with
     ``far = inf``, ``S = 1`` and ``phi = 0`` exactly), the smallest relevant ``sigma``
-    (the unit of the sums, see :func:`_dense_sums`), the permutation and the number
-    of relevant blocks.
+    (the unit of the sums, see :func:`_dense_sums`), the permutation, the number of
+    relevant candidates and the cut on ``L`` beyond which nodes are skipped
+    (:func:`_panel_sums`). Nodes come panel by panel in ascending ``x``.
     """
     dtype = mu.dtype
     n = mu.shape[0]
@@ -478,7 +509,8 @@ def _prob_best_prep(mu, sigma, valid, far=jnp.inf):
     a = jnp.where(any_valid, jnp.min(lo), -jnp.ones((), dtype))
     relevant = valid & (lo < b)
     h = jnp.where(any_valid, jnp.min(jnp.where(relevant, sigma, big)), jnp.ones((), dtype))
-    dist, weight = _graded(b - a, h, levels, order)
+    dist, weight = _graded(b - a, h, levels, order, descending=True)
+    x = -dist  # ascending
     bs = _block_size(n)
     size = -(-n // bs) * bs
     perm = jnp.argsort(~relevant, stable=True)
@@ -487,8 +519,13 @@ def _prob_best_prep(mu, sigma, valid, far=jnp.inf):
         _to_blocks(m, 1, size, far)[0],
         _to_blocks(jnp.where(relevant, 1.0 / sigma, 1.0)[perm], 1, size, 1.0)[0],
     )
-    num_blocks = (jnp.sum(relevant) + bs - 1) // bs
-    return -dist, weight, cols, h, perm, num_blocks
+    num_relevant = jnp.sum(relevant)
+    # Beyond a node where L = sum_j log S_j < log_cut the nodes add less than
+    # _TAIL * eps to any probability (see _prob_best_rows_impl).
+    tiny = jnp.finfo(dtype).tiny
+    tail = _TAIL * jnp.finfo(dtype).eps
+    log_cut = jnp.log(tail * h / (_HAZARD_MAX * jnp.maximum(b - a, tiny)))
+    return x, weight, cols, h, perm, num_relevant, log_cut
 
 
 def _node_weights(weight, total, scale):
@@ -519,63 +556,123 @@ def _dense_sums(x, weight, m, inv_s, scale):
 
 
 def _prob_best_rows_impl(mu, sigma, valid):
-    """:func:`_prob_best_kernel` for problems stacked in rows, shape (P, n).
+    """:func:`_prob_best_kernel` for problems stacked in rows, shape (P, n)."""
+    return _rows_sums(mu, sigma, valid)[0]
 
-    The relevant candidates of every row are processed ``bs`` at a time, as many
-    blocks as the row with the most relevant candidates fills; when those blocks
-    cover more than 3/4 of the ``n <= _DENSE_MAX`` candidates, one dense pass over
-    all of them is cheaper and is taken instead. The first pass sums
-    ``log S`` over the candidates at every node (and keeps each block's scaled
-    hazards while they fit ``_KEEP_BYTES``); the second integrates
-    (:func:`_hazard_and_log_sf_sum`). Matrices are (P, nodes, bs); both reductions
-    are dot products (on CPU faster than reduce ops).
+
+def _rows_sums(mu, sigma, valid):
+    """``(p, panels)``: the unnormalised ``p`` of problems stacked in rows, shape (P, n), and
+    the number of panels of the rule evaluated (:func:`_panel_sums`).
+
+    The relevant candidates (moved to the front by :func:`_prob_best_prep`) are taken
+    in blocks of :func:`_block_size`, as many as the row with the most relevant
+    candidates fills; when those blocks cover more than ``_DENSE_FRACTION`` of the
+    candidates, one block of all ``n`` is cheaper and is taken instead.
     """
     dtype = mu.dtype
     P, n = mu.shape
-    x, weight, (m, inv_s), scale, perm, num_blocks = jax.vmap(_prob_best_prep)(mu, sigma, valid)
+    x, weight, (m, inv_s), scale, perm, num_rel, log_cut = jax.vmap(_prob_best_prep)(mu, sigma, valid)
+    args = (x, weight, m, inv_s, scale, num_rel, log_cut)
     bs = _block_size(n)
-    nb = m.shape[1] // bs
-    nodes = x.shape[1]
-    keep = nb * P * nodes * bs * jnp.dtype(dtype).itemsize <= _KEEP_BYTES
-
-    def block(i):
-        mb, ib = (lax.dynamic_slice_in_dim(v, i * bs, bs, axis=1) for v in (m, inv_s))
-        return _hazard_and_log_sf_sum((x[:, :, None] - mb[:, None, :]) * ib[:, None, :])
-
-    def first(i, carry):
-        total, part = carry
-        h, total_i = block(i)
-        if keep:
-            part = lax.dynamic_update_index_in_dim(part, h, i, 0)
-        return total + total_i, part
-
-    def blocked(_):
-        part0 = jnp.zeros((nb if keep else 0, P, nodes, bs), dtype)
-        total, part = lax.fori_loop(0, num, first, (jnp.zeros((P, nodes), dtype), part0))
-        w = _node_weights(weight, total, scale)
-
-        def second(i, out):
-            h = lax.dynamic_index_in_dim(part, i, 0, keepdims=False) if keep else block(i)[0]
-            ib = lax.dynamic_slice_in_dim(inv_s, i * bs, bs, axis=1)
-            return lax.dynamic_update_slice_in_dim(out, _integrals(w, h, ib, scale), i * bs, axis=1)
-
-        return lax.fori_loop(0, num, second, jnp.zeros(m.shape, dtype))
-
-    def dense(_):
-        # All n candidates at once (irrelevant ones at +inf contribute exactly 0), padded
-        # to a whole number of survival groups.
-        c = -(-n // _sf_group(dtype)) * _sf_group(dtype)
-        p = _dense_sums(x, weight, m[:, :c], inv_s[:, :c], scale)
-        return jnp.zeros(m.shape, dtype).at[:, :c].set(p)
-
-    num = jnp.max(num_blocks)
-    if n <= _DENSE_MAX:
-        # When most candidates are relevant, one dense pass beats the block loop.
-        pP = lax.cond(4 * num * bs > 3 * n, dense, blocked, None)
+    size = m.shape[1]
+    dense = functools.partial(_panel_sums, bs=size, panels=_panels_per_step(size, dtype))
+    if size <= bs:
+        pP, panels = dense(*args)
     else:
-        pP = blocked(None)
+        blocked = functools.partial(_panel_sums, bs=bs, panels=_panels_per_step(bs, dtype))
+        num = jnp.max((num_rel + bs - 1) // bs)
+        pP, panels = lax.cond(num * bs > _DENSE_FRACTION * n, dense, blocked, *args)
     p = jnp.zeros((P, n), dtype).at[jnp.arange(P)[:, None], perm].set(pP[:, :n])
-    return jnp.where(valid, p, jnp.zeros((), dtype))
+    return jnp.where(valid, p, jnp.zeros((), dtype)), panels
+
+
+def _panels_per_step(bs: int, dtype) -> int:
+    """Panels per step of :func:`_panel_sums`: one, unless a panel's tile would hold fewer
+    than ``_MIN_TILE`` values per problem (then the whole rule in one step)."""
+    levels, order = _rule(dtype)
+    return 1 if order * bs >= _MIN_TILE else levels + 1
+
+
+def _panel_sums(x, weight, m, inv_s, scale, num_rel, log_cut, *, bs: int, panels: int):
+    """``(p, evaluated)``: the integrals of every row's relevant candidates, shape (P, size),
+    and the number of panels evaluated.
+
+    ``x`` and ``weight``: (P, nodes), nodes in ascending ``x``; ``m = mu - b`` and
+    ``1 / sigma``: (P, size), relevant candidates first, ``size`` a multiple of ``bs``;
+    ``scale``: (P,), the smallest relevant ``sigma``; ``num_rel``: (P,), relevant
+    candidates; ``log_cut``: (P,), see below.
+
+    Each step takes the next ``panels`` panels of the rule (in ascending ``x``). For
+    these nodes a first pass over the candidate blocks sums ``log S`` and keeps each
+    block's scaled hazards (up to ``_KEEP_BYTES``, recomputed beyond); a second adds
+    ``w_k exp(L_k) h_ki`` to the integrals (:func:`_hazard_and_log_sf_sum`). Tiles are
+    (P, panels x order, bs); both reductions are dot products (on CPU faster than
+    reduce ops). A ``vmap`` over problems adds rows, so one loop serves the batch.
+
+    The loop stops once ``L`` at the last node of a step is below ``log_cut`` in every
+    row with a relevant candidate. ``exp(L(x)) = prod_j S_j(x)``, the probability that
+    every candidate exceeds ``x``, is nonincreasing in ``x``; at the nodes (``x <= b``)
+    every relevant ``phi(z_i) / S(z_i)`` is below ``_HAZARD_MAX``; so the nodes left
+    out add at most ``exp(log_cut) (b - a) _HAZARD_MAX / sigma_i <= _TAIL * eps`` to
+    any ``p_i``. Once many candidates crowd together, ``exp(L)`` vanishes well
+    before ``b``, and the fine panels next to ``b`` are never evaluated.
+    """
+    dtype = x.dtype
+    P, size = m.shape
+    levels, order = _rule(dtype)
+    chunk = panels * order
+    steps = (levels + 1) // panels
+    nb = size // bs
+    keep = nb * P * chunk * bs * jnp.dtype(dtype).itemsize <= _KEEP_BYTES
+    num_blocks = (num_rel + bs - 1) // bs
+    num = jnp.max(num_blocks)
+    active = num_blocks > 0
+    hp = lax.Precision.HIGHEST
+
+    def tile(xk, i):
+        mb, ib = (lax.dynamic_slice_in_dim(v, i * bs, bs, axis=1) for v in (m, inv_s))
+        return _hazard_and_log_sf_sum((xk[:, :, None] - mb[:, None, :]) * ib[:, None, :])
+
+    def step(carry):
+        k, acc, _ = carry
+        xk = lax.dynamic_slice_in_dim(x, k * chunk, chunk, axis=1)
+        wk = lax.dynamic_slice_in_dim(weight, k * chunk, chunk, axis=1)
+        if nb == 1:
+            h, total = tile(xk, 0)
+            acc = acc + jnp.einsum("pk,pkb->pb", _node_weights(wk, total, scale), h, precision=hp)
+        else:
+
+            def first(i, c):
+                total, part = c
+                h, total_i = tile(xk, i)
+                if keep:
+                    part = lax.dynamic_update_index_in_dim(part, h, i, 0)
+                return total + total_i, part
+
+            part0 = jnp.zeros((nb if keep else 0, P, chunk, bs), dtype)
+            total, part = lax.fori_loop(0, num, first, (jnp.zeros((P, chunk), dtype), part0))
+            w = _node_weights(wk, total, scale)
+
+            def second(i, a):
+                h = lax.dynamic_index_in_dim(part, i, 0, keepdims=False) if keep else tile(xk, i)[0]
+                s = jnp.einsum("pk,pkb->pb", w, h, precision=hp)
+                return lax.dynamic_update_slice_in_dim(a, lax.dynamic_slice_in_dim(a, i * bs, bs, axis=1) + s,
+                                                       i * bs, axis=1)
+
+            acc = lax.fori_loop(0, num, second, acc)
+        go = jnp.any(active & (total[:, -1] >= log_cut))
+        return k + 1, acc, go
+
+    def more(carry):
+        k, _, go = carry
+        return go & (k < steps)
+
+    carry = (jnp.zeros((), jnp.int32), jnp.zeros(m.shape, dtype), jnp.any(active))
+    if steps == 1:  # the whole rule in one step: no loop
+        taken, acc, _ = step(carry)
+    else:
+        taken, acc, _ = lax.while_loop(more, step, carry)
+    return acc * (inv_s * scale[:, None]), taken * panels
 
 
 @custom_batching.custom_vmap
@@ -608,7 +705,7 @@ def _prob_best_dense(mu, sigma, valid):
     """
     dtype = mu.dtype
     far = jnp.sqrt(jnp.asarray(jnp.finfo(dtype).max, dtype)) / 2
-    x, weight, cols, scale, perm, _ = _prob_best_prep(mu, sigma, valid, far)
+    x, weight, cols, scale, perm, _, _ = _prob_best_prep(mu, sigma, valid, far)
     p = _dense_sums(x[None], weight[None], *(c[None] for c in cols), scale[None])[0, : mu.shape[0]]
     p = jnp.zeros(mu.shape, dtype).at[perm].set(p)
     return jnp.where(valid, p, jnp.zeros((), dtype))
@@ -1173,19 +1270,28 @@ def _prob_better_impl(ma, sa, mb, sb):
 
 
 def _batch_size(batch: int, n: int, dtype, max_bytes: int | None) -> int:
-    """Problems per lax.map step: a divisor of batch whose intermediates fit max_bytes."""
-    if max_bytes is None:
-        # On CPU, steps whose (nodes x candidates) matrices stay in cache run fastest;
-        # accelerators want large steps.
-        max_bytes = 4 * 2**20 if _on_cpu() else 256 * 2**20
-    levels, order = _rule(dtype)
-    nodes = (levels + 1) * order
+    """Problems per lax.map step: a divisor of batch whose intermediates fit max_bytes.
+
+    With ``max_bytes=None``, CPU steps hold about ``_CPU_STEP_CANDIDATES`` candidates
+    (one problem once ``n`` exceeds it): each problem then gets its own number of
+    blocks and panels, which on CPU beats sharing a step with the slowest of many
+    (measured in ``benchmarks/RESULTS.md``); accelerators take steps of 256 MiB.
+    """
+    _, order = _rule(dtype)
     bs = _block_size(n)
-    # the block loop: three (nodes, block) temporaries and the kept hazards of every
-    # block; the dense pass: three (nodes, n) temporaries
-    cols = max(3 * bs + -(-n // bs) * bs, 3 * n if n <= _DENSE_MAX else 0)
-    per_problem = cols * nodes * jnp.dtype(dtype).itemsize + 64 * n
-    target = max(1, min(batch, int(max_bytes) // per_problem))
+    # one step of the panel loop: three (chunk, block) temporaries and the kept
+    # hazards of every block of the chunk (the whole rule when a panel is too small)
+    chunk = order * max(_panels_per_step(bs, dtype), _panels_per_step(-(-n // 8) * 8, dtype))
+    cols = 3 * max(bs, -(-n // 8) * 8) + -(-n // bs) * bs
+    per_problem = cols * chunk * jnp.dtype(dtype).itemsize + 64 * n
+    if max_bytes is None:
+        if _on_cpu():
+            target = max(1, _CPU_STEP_CANDIDATES // n)
+        else:
+            target = (256 * 2**20) // per_problem
+    else:
+        target = int(max_bytes) // per_problem
+    target = max(1, min(batch, target))
     # a divisor of batch, so that lax.map needs no separately compiled remainder
     return max(d for d in range(1, target + 1) if batch % d == 0)
 
@@ -1227,17 +1333,17 @@ def prob_best_batch(
     Problems are processed ``batch_size`` at a time (``lax.map``), with
     ``batch_size`` the largest divisor of the batch whose quadrature
     intermediates stay below ``max_bytes``. ``jax.vmap(prob_best)`` gives the
-    same numbers but materialises the whole batch at once, which needs
-    ``batch x`` the memory and, on CPU, runs several times slower once the
-    intermediates leave the cache.
+    same numbers but takes the whole batch in one step, which needs ``batch x``
+    the memory and makes every problem wait for the one that needs the most
+    blocks and panels; on CPU small steps (a few hundred candidates) ran fastest.
 
     Args:
         mu: Means, shape (batch, n).
         sigma: Standard deviations, shape (batch, n).
         mask: Candidates to consider, shape (batch, n), bool; all when None.
         max_bytes: Working-memory target in bytes (a Python int); None means
-            4 MiB on CPU (cache-sized steps are fastest there) and 256 MiB on
-            accelerators.
+            steps of about 256 candidates on CPU (one problem once ``n > 256``)
+            and of 256 MiB on accelerators.
 
     Returns:
         Probabilities, shape (batch, n).

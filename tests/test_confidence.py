@@ -773,7 +773,9 @@ def test_nested_vmap_with_shared_arguments_equals_loop(rng):
         for j in range(2):
             np.testing.assert_allclose(got[i, j], np.asarray(prob_best(mu[i, j], sigma[j], mask[i, j])), atol=1e-14)
     hlo = f.lower(mu, sigma, mask).as_text()
-    assert hlo.count("stablehlo.while") == 2  # one loop per pass for all six problems
+    one = jax.jit(prob_best).lower(mu[0, 0], sigma[0], mask[0, 0]).as_text()
+    # the loops of one problem, run once for all six problems (not six loops)
+    assert hlo.count("stablehlo.while") == one.count("stablehlo.while") > 0
 
 
 def test_derivatives_match_central_differences():
@@ -794,6 +796,42 @@ def test_derivatives_match_central_differences():
     assert np.all(rev[:, [3, 4, 8, 9]] == 0) and np.all(rev[[3, 4]] == 0)
 
 
+def test_skipped_panels_change_nothing(monkeypatch, rng):
+    """Crowded candidates: the panel loop stops early, and the panels it leaves out carry
+    nothing (against the full sum over every panel, and against the tail bound worked out
+    in float64 with scipy's log-survival)."""
+    levels, order = conf._rule(jnp.float64)
+    close = (0.1 + 0.01 * rng.uniform(size=(4, 1500)), 10 ** rng.uniform(-3, -1, (4, 1500)))
+    # relevant candidates in several blocks of 256, a quarter of them far off
+    spread = (rng.uniform(0.1, 1.0, (3, 3000)), 10 ** rng.uniform(-3, -1, (3, 3000)))
+    mask = np.ones((3, 3000), bool)
+    mask[1, ::3] = False
+
+    def run(mu, sigma, mask):
+        mu, sigma = jnp.asarray(mu), jnp.asarray(sigma)
+        # a new function each time: the constants are read when it is traced
+        return jax.jit(lambda *a: conf._rows_sums(*a))(mu, sigma, conf._valid(mu, sigma, jnp.asarray(mask)))
+
+    cases = [(close, np.ones((4, 1500), bool)), (spread, mask)]
+    cut = [run(*c, m) for c, m in cases]
+    mu, sigma = close[0][0], close[1][0]
+    x, _, _, scale, _, _, log_cut = conf._prob_best_prep(jnp.asarray(mu), jnp.asarray(sigma), jnp.ones(1500, bool))
+    monkeypatch.setattr(conf, "_TAIL", 0.0)  # log_cut = -inf: every panel
+    full = [run(*c, m) for c, m in cases]
+    for (p_cut, steps_cut), (p_full, steps_full) in zip(cut, full):
+        assert int(steps_full) == levels + 1
+        assert int(steps_cut) < levels + 1
+        np.testing.assert_allclose(np.asarray(p_cut), np.asarray(p_full), rtol=0, atol=1e-18)
+    assert int(cut[0][1]) <= 9  # about half the panels for crowded candidates
+
+    # The bound itself: L at the first skipped node, from scipy, against the cut.
+    first_skipped = np.asarray(x)[int(cut[0][1]) * order] + float(np.min(mu + 9 * sigma))
+    L = special.log_ndtr(-(first_skipped - mu) / sigma).sum()
+    assert L < float(log_cut)
+    b, a = np.min(mu + 9 * sigma), np.min(mu - 9 * sigma)
+    assert np.exp(L) * (b - a) * 10 / float(scale) < 1e-4 * np.finfo(np.float64).eps
+
+
 def test_dense_and_blocked_paths_agree(monkeypatch, rng):
     """Close candidates (all relevant) take the dense pass; forcing the block loop gives the same p."""
     mu = 0.1 + 0.01 * rng.uniform(size=(3, 70))
@@ -806,7 +844,7 @@ def test_dense_and_blocked_paths_agree(monkeypatch, rng):
 
     args = (jnp.asarray(mu), jnp.asarray(sigma), jnp.asarray(mask))
     p_dense = np.asarray(jax.jit(run)(*args))
-    monkeypatch.setattr(conf, "_DENSE_MAX", 0)
+    monkeypatch.setattr(conf, "_DENSE_FRACTION", np.inf)
     p_blocked = np.asarray(jax.jit(run)(*args))
     np.testing.assert_allclose(p_blocked, p_dense, rtol=0, atol=1e-14)
     np.testing.assert_allclose(p_dense[0], quad_prob_best(mu[0], sigma[0]), rtol=0, atol=1e-9)
@@ -814,8 +852,8 @@ def test_dense_and_blocked_paths_agree(monkeypatch, rng):
 
 def test_accelerator_block_and_batch_sizes_give_the_same_numbers(monkeypatch, rng):
     """The sizes chosen off the CPU (blocks of up to 2,048 candidates, 256 MiB batch steps)
-    give the CPU's numbers: spread problems (skipped candidates; the relevant ones fill many
-    CPU blocks of 32 and part of one block of 2,048) and close ones (dense pass), one
+    give the CPU's numbers: spread problems (skipped candidates; the relevant ones fill several
+    CPU blocks of 256 and part of one block of 2,048) and close ones (dense pass), one
     problem and a batch."""
     spread = (rng.uniform(0.1, 1.0, (2, 3000)), 10 ** rng.uniform(-3, -1, (2, 3000)))
     close = (rng.uniform(0.1, 0.11, (3, 200)), 10 ** rng.uniform(-3, -1, (3, 200)))
@@ -833,10 +871,10 @@ def test_accelerator_block_and_batch_sizes_give_the_same_numbers(monkeypatch, rn
     monkeypatch.setattr(conf, "_on_cpu", lambda: False)
     acc, acc_block, acc_batch = results()
     jax.clear_caches()
-    assert (cpu_block, acc_block) == (32, 2048)
+    assert cpu_block == 256 and acc_block == 2048
     assert acc_batch > cpu_batch
     mu0, sigma0 = spread[0][0], spread[1][0]
     hi = np.min(np.where(mask[0], mu0 + 9 * sigma0, np.inf))
-    assert 32 * 4 < np.sum(mask[0] & (mu0 - 9 * sigma0 < hi)) < 2048
+    assert 256 * 2 < np.sum(mask[0] & (mu0 - 9 * sigma0 < hi)) < 2048
     for a, b in zip(acc, cpu):
         np.testing.assert_allclose(a, b, rtol=0, atol=1e-14)
