@@ -176,11 +176,13 @@ def quad_confidence_curve(mu, sigma):
 # timing helpers
 
 
-def _median_time(fn, repeats, warmup=2):
+def _median_time(fn, repeats, warmup=2, min_seconds=0.25, max_runs=200):
+    """Median of at least ``repeats`` timed runs, more (up to ``max_runs``) until they
+    add up to ``min_seconds``: short runs are noisy."""
     for _ in range(warmup):  # first calls pay one-off costs (allocation, thread start-up)
         fn()
     times = []
-    for _ in range(repeats):
+    while len(times) < repeats or (sum(times) < min_seconds and len(times) < max_runs):
         t0 = time.perf_counter()
         fn()
         times.append(time.perf_counter() - t0)
@@ -382,8 +384,9 @@ def main(argv=None):
         f"{os.cpu_count()} logical CPUs\n"
         f"- jax {jax.__version__}, devices: {jax.devices()}; numpy {np.__version__}; "
         f"XLA_FLAGS={os.environ.get('XLA_FLAGS', '(unset)')!r}\n"
-        f"- inputs: mu ~ U(0.1, {0.1 + args.spread:g}), sigma log-uniform in [1e-3, 1e-1]; median of {repeats} runs "
-        f"after warm-up calls (NumPy batches at n >= 1000: up to 3 runs)\n"
+        f"- inputs: mu ~ U(0.1, {0.1 + args.spread:g}), sigma log-uniform in [1e-3, 1e-1]; median of at least "
+        f"{repeats} runs after warm-up calls, more (up to 200) until they add up to 0.25 s (NumPy batches at "
+        f"n >= 1000: up to 3 runs)\n"
         f"- jaxstop batches use confidence_curve_batch with its default working-set target\n"
         f"- relevant candidates (mu - 9 sigma < min(mu + 9 sigma)), mean fraction: "
         + ", ".join(f"n = {k}: {v:.2f}" for k, v in relevant.items())

@@ -572,18 +572,33 @@ def _rows_sums(mu, sigma, valid):
     dtype = mu.dtype
     P, n = mu.shape
     x, weight, (m, inv_s), scale, perm, num_rel, log_cut = jax.vmap(_prob_best_prep)(mu, sigma, valid)
-    args = (x, weight, m, inv_s, scale, num_rel, log_cut)
     bs = _block_size(n)
-    size = m.shape[1]
-    dense = functools.partial(_panel_sums, bs=size, panels=_panels_per_step(size, dtype))
-    if size <= bs:
+    c = _dense_width(n, dtype)
+
+    def dense(x, weight, m, inv_s, *rest):
+        p, panels = _panel_sums(x, weight, m[:, :c], inv_s[:, :c], *rest, bs=c, panels=_panels_per_step(c, dtype))
+        return p[:, :n], panels
+
+    def blocked(*args):
+        p, panels = _panel_sums(*args, bs=bs, panels=_panels_per_step(bs, dtype))
+        return p[:, :n], panels
+
+    args = (x, weight, m, inv_s, scale, num_rel, log_cut)
+    if m.shape[1] <= bs:
         pP, panels = dense(*args)
     else:
-        blocked = functools.partial(_panel_sums, bs=bs, panels=_panels_per_step(bs, dtype))
         num = jnp.max((num_rel + bs - 1) // bs)
         pP, panels = lax.cond(num * bs > _DENSE_FRACTION * n, dense, blocked, *args)
-    p = jnp.zeros((P, n), dtype).at[jnp.arange(P)[:, None], perm].set(pP[:, :n])
+    p = jnp.zeros((P, n), dtype).at[jnp.arange(P)[:, None], perm].set(pP)
     return jnp.where(valid, p, jnp.zeros((), dtype)), panels
+
+
+def _dense_width(n: int, dtype) -> int:
+    """Columns of the one block of all ``n`` candidates: whole vectors of 8 unless that
+    adds more than a quarter of ``n`` (then whole groups of survival values)."""
+    g = _sf_group(dtype)
+    c8 = -(-n // 8) * 8
+    return c8 if c8 % g == 0 and 4 * c8 <= 5 * n else -(-n // g) * g
 
 
 def _panels_per_step(bs: int, dtype) -> int:
