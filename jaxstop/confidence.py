@@ -466,13 +466,6 @@ def _block_size(n: int) -> int:
     return max(8, min(-(-n // 8) * 8, cap))
 
 
-def _to_blocks(x, nb: int, bs: int, fill):
-    pad = nb * bs - x.shape[0]
-    if pad:
-        x = jnp.concatenate([x, jnp.full((pad,) + x.shape[1:], fill, x.dtype)])
-    return x.reshape((nb, bs) + x.shape[1:])
-
-
 def _safe_params(mu, sigma, valid):
     dtype = mu.dtype
     mu = jnp.where(valid, mu, jnp.zeros((), dtype))
@@ -485,16 +478,15 @@ def _safe_params(mu, sigma, valid):
 
 
 def _prob_best_prep(mu, sigma, valid, far=jnp.inf):
-    """One problem's rule and its relevant candidates, moved to the front.
+    """One problem's rule and its relevant candidates.
 
     Only candidates with ``mu - c sigma < b`` enter: the others have
     ``p <= 2 Phi(-9)`` and ``|log S| <= Phi(-9)`` at every node, and get exactly 0.
-    Returns node positions (relative to ``b``) and weights, the permuted and padded
-    ``(mu - b, 1 / sigma)`` (irrelevant and padding entries at ``far`` and ``1``: with
+    Returns node positions (relative to ``b``, ascending) and weights,
+    ``(mu - b, 1 / sigma)`` with the other candidates at ``far`` and ``1`` (with
     ``far = inf``, ``S = 1`` and ``phi = 0`` exactly), the smallest relevant ``sigma``
-    (the unit of the sums, see :func:`_dense_sums`), the permutation, the number of
-    relevant candidates and the cut on ``L`` beyond which nodes are skipped
-    (:func:`_panel_sums`). Nodes come panel by panel in ascending ``x``.
+    (the unit of the sums, see :func:`_dense_sums`), which candidates are relevant,
+    and the cut on ``L`` beyond which nodes are skipped (:func:`_panel_sums`).
     """
     dtype = mu.dtype
     n = mu.shape[0]
@@ -511,21 +503,13 @@ def _prob_best_prep(mu, sigma, valid, far=jnp.inf):
     h = jnp.where(any_valid, jnp.min(jnp.where(relevant, sigma, big)), jnp.ones((), dtype))
     dist, weight = _graded(b - a, h, levels, order, descending=True)
     x = -dist  # ascending
-    bs = _block_size(n)
-    size = -(-n // bs) * bs
-    perm = jnp.argsort(~relevant, stable=True)
-    m = jnp.where(relevant, mu - b, far)[perm]
-    cols = (
-        _to_blocks(m, 1, size, far)[0],
-        _to_blocks(jnp.where(relevant, 1.0 / sigma, 1.0)[perm], 1, size, 1.0)[0],
-    )
-    num_relevant = jnp.sum(relevant)
+    cols = (jnp.where(relevant, mu - b, far), jnp.where(relevant, 1.0 / sigma, 1.0))
     # Beyond a node where L = sum_j log S_j < log_cut the nodes add less than
-    # _TAIL * eps to any probability (see _prob_best_rows_impl).
+    # _TAIL * eps to any probability (see _panel_sums).
     tiny = jnp.finfo(dtype).tiny
     tail = _TAIL * jnp.finfo(dtype).eps
     log_cut = jnp.log(tail * h / (_HAZARD_MAX * jnp.maximum(b - a, tiny)))
-    return x, weight, cols, h, perm, num_relevant, log_cut
+    return x, weight, cols, h, relevant, log_cut
 
 
 def _node_weights(weight, total, scale):
@@ -564,32 +548,43 @@ def _rows_sums(mu, sigma, valid):
     """``(p, panels)``: the unnormalised ``p`` of problems stacked in rows, shape (P, n), and
     the number of panels of the rule evaluated (:func:`_panel_sums`).
 
-    The relevant candidates (moved to the front by :func:`_prob_best_prep`) are taken
+    The relevant candidates (:func:`_prob_best_prep`) are moved to the front and taken
     in blocks of :func:`_block_size`, as many as the row with the most relevant
-    candidates fills; when those blocks cover more than ``_DENSE_FRACTION`` of the
-    candidates, one block of all ``n`` is cheaper and is taken instead.
+    candidates fills; when those blocks would cover more than ``_DENSE_FRACTION`` of
+    the candidates, one block of all ``n`` in place is cheaper and is taken instead
+    (no reordering).
     """
     dtype = mu.dtype
     P, n = mu.shape
-    x, weight, (m, inv_s), scale, perm, num_rel, log_cut = jax.vmap(_prob_best_prep)(mu, sigma, valid)
+    x, weight, (m, inv_s), scale, relevant, log_cut = jax.vmap(_prob_best_prep)(mu, sigma, valid)
+    num_rel = jnp.sum(relevant, axis=1)
     bs = _block_size(n)
+    size = -(-n // bs) * bs
     c = _dense_width(n, dtype)
 
+    def pad(v, width, fill):
+        return jnp.concatenate([v, jnp.full((P, width - n), fill, dtype)], axis=1) if width > n else v
+
     def dense(x, weight, m, inv_s, *rest):
-        p, panels = _panel_sums(x, weight, m[:, :c], inv_s[:, :c], *rest, bs=c, panels=_panels_per_step(c, dtype))
+        # every candidate in place (the others at +inf add exactly nothing)
+        p, panels = _panel_sums(x, weight, pad(m, c, jnp.inf), pad(inv_s, c, 1.0), *rest, bs=c,
+                                panels=_panels_per_step(c, dtype))
         return p[:, :n], panels
 
-    def blocked(*args):
-        p, panels = _panel_sums(*args, bs=bs, panels=_panels_per_step(bs, dtype))
-        return p[:, :n], panels
+    def blocked(x, weight, m, inv_s, *rest):
+        # the relevant candidates moved to the front, as many blocks as the fullest row needs
+        perm = jnp.argsort(~relevant, axis=1, stable=True)
+        take = functools.partial(jnp.take_along_axis, indices=perm, axis=1)
+        p, panels = _panel_sums(x, weight, pad(take(m), size, jnp.inf), pad(take(inv_s), size, 1.0), *rest, bs=bs,
+                                panels=_panels_per_step(bs, dtype))
+        return jnp.zeros((P, n), dtype).at[jnp.arange(P)[:, None], perm].set(p[:, :n]), panels
 
     args = (x, weight, m, inv_s, scale, num_rel, log_cut)
-    if m.shape[1] <= bs:
-        pP, panels = dense(*args)
+    if size <= bs:
+        p, panels = dense(*args)
     else:
         num = jnp.max((num_rel + bs - 1) // bs)
-        pP, panels = lax.cond(num * bs > _DENSE_FRACTION * n, dense, blocked, *args)
-    p = jnp.zeros((P, n), dtype).at[jnp.arange(P)[:, None], perm].set(pP)
+        p, panels = lax.cond(num * bs > _DENSE_FRACTION * n, dense, blocked, *args)
     return jnp.where(valid, p, jnp.zeros((), dtype)), panels
 
 
@@ -720,9 +715,12 @@ def _prob_best_dense(mu, sigma, valid):
     """
     dtype = mu.dtype
     far = jnp.sqrt(jnp.asarray(jnp.finfo(dtype).max, dtype)) / 2
-    x, weight, cols, scale, perm, _, _ = _prob_best_prep(mu, sigma, valid, far)
-    p = _dense_sums(x[None], weight[None], *(c[None] for c in cols), scale[None])[0, : mu.shape[0]]
-    p = jnp.zeros(mu.shape, dtype).at[perm].set(p)
+    x, weight, (m, inv_s), scale, _, _ = _prob_best_prep(mu, sigma, valid, far)
+    n = mu.shape[0]
+    c = -(-n // _sf_group(dtype)) * _sf_group(dtype)
+    m = jnp.concatenate([m, jnp.full((c - n,), far, dtype)])
+    inv_s = jnp.concatenate([inv_s, jnp.ones((c - n,), dtype)])
+    p = _dense_sums(x[None], weight[None], m[None], inv_s[None], scale[None])[0, :n]
     return jnp.where(valid, p, jnp.zeros((), dtype))
 
 

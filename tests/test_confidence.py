@@ -815,7 +815,7 @@ def test_skipped_panels_change_nothing(monkeypatch, rng):
     cases = [(close, np.ones((4, 1500), bool)), (spread, mask)]
     cut = [run(*c, m) for c, m in cases]
     mu, sigma = close[0][0], close[1][0]
-    x, _, _, scale, _, _, log_cut = conf._prob_best_prep(jnp.asarray(mu), jnp.asarray(sigma), jnp.ones(1500, bool))
+    x, _, _, scale, _, log_cut = conf._prob_best_prep(jnp.asarray(mu), jnp.asarray(sigma), jnp.ones(1500, bool))
     monkeypatch.setattr(conf, "_TAIL", 0.0)  # log_cut = -inf: every panel
     full = [run(*c, m) for c, m in cases]
     for (p_cut, steps_cut), (p_full, steps_full) in zip(cut, full):
