@@ -522,10 +522,22 @@ def _node_weights(weight, total, scale):
     return weight * jnp.exp(total - _LOG_SQRT_2PI) / scale[:, None]
 
 
+def _node_sums(w, h):
+    """``sum_k w_k h_ki``; (P, nodes), (P, nodes, c) -> (P, c)."""
+    return jnp.einsum("pk,pkb->pb", w, h, precision=lax.Precision.HIGHEST)
+
+
 def _integrals(w, h, inv_s, scale):
     """``p_i = sum_k w_k h_ki scale / sigma_i``; (P, nodes), (P, nodes, c) -> (P, c)."""
-    p = jnp.einsum("pk,pkb->pb", w, h, precision=lax.Precision.HIGHEST)
-    return p * (inv_s * scale[:, None])
+    return _node_sums(w, h) * (inv_s * scale[:, None])
+
+
+def _pad_columns(v, width: int, fill):
+    """``v`` (..., n) padded with ``fill`` to (..., width)."""
+    n = v.shape[-1]
+    if width == n:
+        return v
+    return jnp.concatenate([v, jnp.full(v.shape[:-1] + (width - n,), fill, v.dtype)], axis=-1)
 
 
 def _dense_sums(x, weight, m, inv_s, scale):
@@ -562,12 +574,9 @@ def _rows_sums(mu, sigma, valid):
     size = -(-n // bs) * bs
     c = _dense_width(n, dtype)
 
-    def pad(v, width, fill):
-        return jnp.concatenate([v, jnp.full((P, width - n), fill, dtype)], axis=1) if width > n else v
-
     def dense(x, weight, m, inv_s, *rest):
         # every candidate in place (the others at +inf add exactly nothing)
-        p, panels = _panel_sums(x, weight, pad(m, c, jnp.inf), pad(inv_s, c, 1.0), *rest, bs=c,
+        p, panels = _panel_sums(x, weight, _pad_columns(m, c, jnp.inf), _pad_columns(inv_s, c, 1.0), *rest, bs=c,
                                 panels=_panels_per_step(c, dtype))
         return p[:, :n], panels
 
@@ -575,7 +584,8 @@ def _rows_sums(mu, sigma, valid):
         # the relevant candidates moved to the front, as many blocks as the fullest row needs
         perm = jnp.argsort(~relevant, axis=1, stable=True)
         take = functools.partial(jnp.take_along_axis, indices=perm, axis=1)
-        p, panels = _panel_sums(x, weight, pad(take(m), size, jnp.inf), pad(take(inv_s), size, 1.0), *rest, bs=bs,
+        p, panels = _panel_sums(x, weight, _pad_columns(take(m), size, jnp.inf), _pad_columns(take(inv_s), size, 1.0),
+                                *rest, bs=bs,
                                 panels=_panels_per_step(bs, dtype))
         return jnp.zeros((P, n), dtype).at[jnp.arange(P)[:, None], perm].set(p[:, :n]), panels
 
@@ -637,7 +647,6 @@ def _panel_sums(x, weight, m, inv_s, scale, num_rel, log_cut, *, bs: int, panels
     num_blocks = (num_rel + bs - 1) // bs
     num = jnp.max(num_blocks)
     active = num_blocks > 0
-    hp = lax.Precision.HIGHEST
 
     def tile(xk, i):
         mb, ib = (lax.dynamic_slice_in_dim(v, i * bs, bs, axis=1) for v in (m, inv_s))
@@ -649,7 +658,7 @@ def _panel_sums(x, weight, m, inv_s, scale, num_rel, log_cut, *, bs: int, panels
         wk = lax.dynamic_slice_in_dim(weight, k * chunk, chunk, axis=1)
         if nb == 1:
             h, total = tile(xk, 0)
-            acc = acc + jnp.einsum("pk,pkb->pb", _node_weights(wk, total, scale), h, precision=hp)
+            acc = acc + _node_sums(_node_weights(wk, total, scale), h)
         else:
 
             def first(i, c):
@@ -665,9 +674,8 @@ def _panel_sums(x, weight, m, inv_s, scale, num_rel, log_cut, *, bs: int, panels
 
             def second(i, a):
                 h = lax.dynamic_index_in_dim(part, i, 0, keepdims=False) if keep else tile(xk, i)[0]
-                s = jnp.einsum("pk,pkb->pb", w, h, precision=hp)
-                return lax.dynamic_update_slice_in_dim(a, lax.dynamic_slice_in_dim(a, i * bs, bs, axis=1) + s,
-                                                       i * bs, axis=1)
+                s = lax.dynamic_slice_in_dim(a, i * bs, bs, axis=1) + _node_sums(w, h)
+                return lax.dynamic_update_slice_in_dim(a, s, i * bs, axis=1)
 
             acc = lax.fori_loop(0, num, second, acc)
         go = jnp.any(active & (total[:, -1] >= log_cut))
@@ -717,9 +725,8 @@ def _prob_best_dense(mu, sigma, valid):
     far = jnp.sqrt(jnp.asarray(jnp.finfo(dtype).max, dtype)) / 2
     x, weight, (m, inv_s), scale, _, _ = _prob_best_prep(mu, sigma, valid, far)
     n = mu.shape[0]
-    c = -(-n // _sf_group(dtype)) * _sf_group(dtype)
-    m = jnp.concatenate([m, jnp.full((c - n,), far, dtype)])
-    inv_s = jnp.concatenate([inv_s, jnp.ones((c - n,), dtype)])
+    c = _dense_width(n, dtype)
+    m, inv_s = _pad_columns(m, c, far), _pad_columns(inv_s, c, 1.0)
     p = _dense_sums(x[None], weight[None], m[None], inv_s[None], scale[None])[0, :n]
     return jnp.where(valid, p, jnp.zeros((), dtype))
 
@@ -1294,8 +1301,9 @@ def _batch_size(batch: int, n: int, dtype, max_bytes: int | None) -> int:
     bs = _block_size(n)
     # one step of the panel loop: three (chunk, block) temporaries and the kept
     # hazards of every block of the chunk (the whole rule when a panel is too small)
-    chunk = order * max(_panels_per_step(bs, dtype), _panels_per_step(-(-n // 8) * 8, dtype))
-    cols = 3 * max(bs, -(-n // 8) * 8) + -(-n // bs) * bs
+    c = _dense_width(n, dtype)
+    chunk = order * max(_panels_per_step(bs, dtype), _panels_per_step(c, dtype))
+    cols = 3 * max(bs, c) + -(-n // bs) * bs
     per_problem = cols * chunk * jnp.dtype(dtype).itemsize + 64 * n
     if max_bytes is None:
         if _on_cpu():
