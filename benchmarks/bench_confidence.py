@@ -3,7 +3,9 @@
 Compares, in one run and on the same inputs,
 
 * ``jaxstop``  -- ``confidence_curve`` (one problem) and ``confidence_curve_batch``
-  (a batch of problems), compiled once; compile time is reported separately;
+  (a batch of problems), compiled once with ``jaxstop.compiler_options()`` (what
+  jaxstop's own calls compile with; 512-bit vectors on CPU), or with XLA's defaults
+  under ``--xla-defaults``; compile time is reported separately;
 * ``numpy``    -- a vectorised NumPy / scipy.special implementation of the SAME
   quadrature (same graded Gauss-Legendre rule, same formulas, written below),
   vectorised over candidates, nodes and problems, once over all candidates and
@@ -22,6 +24,7 @@ Usage::
     python benchmarks/bench_confidence.py --quick    # smoke run (seconds)
     python benchmarks/bench_confidence.py --dtype float32
     python benchmarks/bench_confidence.py --spread 0.01  # close candidates: most are relevant
+    python benchmarks/bench_confidence.py --xla-defaults  # jaxstop compiled with XLA's defaults
 
 The batch of 1,000 problems at n = 10,000 is skipped unless ``--huge-batch`` is
 given: it is ~4e9 integrand evaluations per run for jaxstop (minutes on a CPU)
@@ -45,6 +48,7 @@ import numpy as np
 from scipy import integrate, special, stats
 
 import jaxstop.confidence as conf
+import jaxstop
 from jaxstop.confidence import confidence_curve, confidence_curve_batch
 
 OUT = Path(__file__).resolve().parent / "out" / "bench_confidence.md"
@@ -204,11 +208,11 @@ def _problems(rng, batch, n, dtype, spread=0.9):
     return mu.astype(dtype), sigma.astype(dtype)
 
 
-def _jax_single(mu, sigma):
+def _jax_single(mu, sigma, options=None):
     f = jax.jit(confidence_curve)
     args = (jnp.asarray(mu), jnp.asarray(sigma))
     t0 = time.perf_counter()
-    compiled = f.lower(*args).compile()
+    compiled = f.lower(*args).compile(compiler_options=options or None)
     t_compile = time.perf_counter() - t0
 
     def run():
@@ -217,11 +221,11 @@ def _jax_single(mu, sigma):
     return compiled, args, t_compile, run
 
 
-def _jax_batch(mu, sigma):
+def _jax_batch(mu, sigma, options=None):
     f = jax.jit(confidence_curve_batch)
     args = (jnp.asarray(mu), jnp.asarray(sigma))
     t0 = time.perf_counter()
-    compiled = f.lower(*args).compile()
+    compiled = f.lower(*args).compile(compiler_options=options or None)
     t_compile = time.perf_counter() - t0
 
     def run():
@@ -237,8 +241,13 @@ def main(argv=None):
     parser.add_argument("--repeats", type=int, default=None, help="timed runs per entry")
     parser.add_argument("--huge-batch", action="store_true", help="also time 1000 x n=10000")
     parser.add_argument("--spread", type=float, default=0.9, help="mu ~ U(0.1, 0.1 + spread)")
+    parser.add_argument("--xla-defaults", action="store_true",
+                        help="compile jaxstop with XLA's default options instead of jaxstop.compiler_options()")
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args(argv)
+    # what jaxstop's own (top-level) calls compile with, e.g. 512-bit vectors on CPU
+    # (a jaxstop without compiler_options, for before/after runs, compiled with XLA's defaults)
+    options = {} if args.xla_defaults else getattr(jaxstop, "compiler_options", dict)()
 
     if args.dtype == "float64":
         jax.config.update("jax_enable_x64", True)
@@ -261,7 +270,7 @@ def main(argv=None):
         mu, sigma = _problems(rng, batch, n, dtype, args.spread)
 
         # one problem
-        compiled, jargs, t_compile, run = _jax_single(mu[0], sigma[0])
+        compiled, jargs, t_compile, run = _jax_single(mu[0], sigma[0], options)
         t_jax = _median_time(run, repeats)
         curve_jax = np.asarray(compiled(*jargs).curve, float)
         t_np = _median_time(
@@ -318,7 +327,7 @@ def main(argv=None):
         if n >= 10000 and not args.huge_batch:
             rows.append((n, batch, "(skipped)", "", "", "", "", "", "", ""))
             continue
-        compiled, jargs, t_compile, run = _jax_batch(mu, sigma)
+        compiled, jargs, t_compile, run = _jax_batch(mu, sigma, options)
         t_jax = _median_time(run, repeats)
         curve_jax = np.asarray(compiled(*jargs).curve, float)
         reps_np = max(1, min(repeats, 3)) if n >= 1000 else repeats
@@ -383,7 +392,8 @@ def main(argv=None):
         f"processor: {platform.processor() or platform.machine()}; "
         f"{os.cpu_count()} logical CPUs\n"
         f"- jax {jax.__version__}, devices: {jax.devices()}; numpy {np.__version__}; "
-        f"XLA_FLAGS={os.environ.get('XLA_FLAGS', '(unset)')!r}\n"
+        f"XLA_FLAGS={os.environ.get('XLA_FLAGS', '(unset)')!r}; jaxstop compiled with "
+        f"{options or 'XLA defaults'}\n"
         f"- inputs: mu ~ U(0.1, {0.1 + args.spread:g}), sigma log-uniform in [1e-3, 1e-1]; median of at least "
         f"{repeats} runs after warm-up calls, more (up to 200) until they add up to 0.25 s (NumPy batches at "
         f"n >= 1000: up to 3 runs)\n"

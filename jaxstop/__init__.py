@@ -8,6 +8,9 @@ Modules:
     policies: the functional ask/tell facade and the policies built on it.
     sim: simulation studies against tables of real learning curves.
     data: a small embedded sample of real HPO data for demos.
+
+``compiler_options()`` gives the XLA options jaxstop compiles its own programs with
+(512-bit vectors on CPU), for your own ``jax.jit`` around jaxstop functions.
 """
 
 from jaxstop import bos as bos
@@ -17,9 +20,10 @@ from jaxstop import gp as gp
 from jaxstop import policies as policies
 from jaxstop import regret as regret
 from jaxstop import sim as sim
+from jaxstop._compile import compiler_options as compiler_options
 from jaxstop._io import load as load
 from jaxstop._io import save as save
 
 __version__ = "0.1.0"
 
-__all__ = ["bos", "confidence", "data", "gp", "policies", "regret", "sim", "save", "load", "__version__"]
+__all__ = ["bos", "confidence", "data", "gp", "policies", "regret", "sim", "save", "load", "compiler_options", "__version__"]
