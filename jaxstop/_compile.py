@@ -4,7 +4,7 @@ On CPU, ``xla_cpu_prefer_vector_width=512`` lets XLA use 512-bit vectors where t
 has them (AVX-512). LLVM, and with it XLA:CPU, prefers 256-bit vectors by default
 (512-bit instructions lowered the clock of early AVX-512 CPUs), while the quadrature of
 :mod:`jaxstop.confidence` is bound by arithmetic (exponentials, a polynomial,
-divisions) and ran 15-20% faster in float64 with 512-bit vectors on an AVX-512 CPU
+divisions) and ran 8-23% faster in float64 with 512-bit vectors on an AVX-512 CPU
 (``benchmarks/RESULTS.md``). On a CPU without AVX-512 the option changes nothing.
 
 jaxstop does not apply the options itself: XLA takes them per compiled program, so a
