@@ -299,7 +299,10 @@ def _prepare(mu, sigma, mask):
         raise ValueError(f"mu and sigma must have the same shape, got {mu.shape} and {sigma.shape}")
     if mu.shape[0] == 0:
         raise ValueError("mu must hold at least one candidate, got shape (0,)")
-    dtype = jnp.result_type(mu, sigma, 1.0)
+    if mu.dtype == sigma.dtype and jnp.issubdtype(mu.dtype, jnp.floating):
+        dtype = jax.dtypes.canonicalize_dtype(mu.dtype)  # jnp.result_type costs ~5 us
+    else:
+        dtype = jnp.result_type(mu, sigma, 1.0)
     mu = mu if mu.dtype == dtype else mu.astype(dtype)
     sigma = sigma if sigma.dtype == dtype else sigma.astype(dtype)
     if mask is None:
