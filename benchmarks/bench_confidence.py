@@ -3,8 +3,8 @@
 Compares, in one run and on the same inputs,
 
 * ``jaxstop``  -- ``confidence_curve`` (one problem) and ``confidence_curve_batch``
-  (a batch of problems), compiled once with ``jaxstop.compiler_options()`` (what
-  jaxstop's own calls compile with; 512-bit vectors on CPU), or with XLA's defaults
+  (a batch of problems), compiled once with ``jaxstop.compiler_options()`` (the
+  options jaxstop recommends around its calls; 512-bit vectors on CPU), or with XLA's defaults
   under ``--xla-defaults``; compile time is reported separately;
 * ``numpy``    -- a vectorised NumPy / scipy.special implementation of the SAME
   quadrature (same graded Gauss-Legendre rule, same formulas, written below),
@@ -47,8 +47,8 @@ import jax.numpy as jnp
 import numpy as np
 from scipy import integrate, special, stats
 
-import jaxstop.confidence as conf
 import jaxstop
+import jaxstop.confidence as conf
 from jaxstop.confidence import confidence_curve, confidence_curve_batch
 
 OUT = Path(__file__).resolve().parent / "out" / "bench_confidence.md"
@@ -208,24 +208,11 @@ def _problems(rng, batch, n, dtype, spread=0.9):
     return mu.astype(dtype), sigma.astype(dtype)
 
 
-def _jax_single(mu, sigma, options=None):
-    f = jax.jit(confidence_curve)
+def _jax_compiled(fn, mu, sigma, options=None):
+    """``fn`` (confidence_curve or its batch form) jitted and compiled once for (mu, sigma)."""
     args = (jnp.asarray(mu), jnp.asarray(sigma))
     t0 = time.perf_counter()
-    compiled = f.lower(*args).compile(compiler_options=options or None)
-    t_compile = time.perf_counter() - t0
-
-    def run():
-        return jax.block_until_ready(compiled(*args))
-
-    return compiled, args, t_compile, run
-
-
-def _jax_batch(mu, sigma, options=None):
-    f = jax.jit(confidence_curve_batch)
-    args = (jnp.asarray(mu), jnp.asarray(sigma))
-    t0 = time.perf_counter()
-    compiled = f.lower(*args).compile(compiler_options=options or None)
+    compiled = jax.jit(fn).lower(*args).compile(compiler_options=options or None)
     t_compile = time.perf_counter() - t0
 
     def run():
@@ -245,8 +232,8 @@ def main(argv=None):
                         help="compile jaxstop with XLA's default options instead of jaxstop.compiler_options()")
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args(argv)
-    # what jaxstop's own (top-level) calls compile with, e.g. 512-bit vectors on CPU
-    # (a jaxstop without compiler_options, for before/after runs, compiled with XLA's defaults)
+    # the options jaxstop recommends (512-bit vectors on CPU); a jaxstop without
+    # compiler_options (before/after runs) is compiled with XLA's defaults
     options = {} if args.xla_defaults else getattr(jaxstop, "compiler_options", dict)()
 
     if args.dtype == "float64":
@@ -270,7 +257,7 @@ def main(argv=None):
         mu, sigma = _problems(rng, batch, n, dtype, args.spread)
 
         # one problem
-        compiled, jargs, t_compile, run = _jax_single(mu[0], sigma[0], options)
+        compiled, jargs, t_compile, run = _jax_compiled(confidence_curve, mu[0], sigma[0], options)
         t_jax = _median_time(run, repeats)
         curve_jax = np.asarray(compiled(*jargs).curve, float)
         t_np = _median_time(
@@ -327,7 +314,7 @@ def main(argv=None):
         if n >= 10000 and not args.huge_batch:
             rows.append((n, batch, "(skipped)", "", "", "", "", "", "", ""))
             continue
-        compiled, jargs, t_compile, run = _jax_batch(mu, sigma, options)
+        compiled, jargs, t_compile, run = _jax_compiled(confidence_curve_batch, mu, sigma, options)
         t_jax = _median_time(run, repeats)
         curve_jax = np.asarray(compiled(*jargs).curve, float)
         reps_np = max(1, min(repeats, 3)) if n >= 1000 else repeats

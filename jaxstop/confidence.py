@@ -114,7 +114,6 @@ import numpy as np
 from jax import custom_batching, lax
 from jax.typing import ArrayLike
 
-
 __all__ = [
     "ConfidenceCurve",
     "KeepCount",
@@ -164,7 +163,8 @@ _SQRT_HALF = 0.7071067811865476
 # erfcx(a) = exp(a^2) erfc(a) on [0, _ZMAX / sqrt 2] as a polynomial of degree 18 in
 # s = (2 t - t0 - 1) / (1 - t0), t = (K - a) / (K + a): the Chebyshev interpolant at 19
 # points, converted to powers of s in 50-digit arithmetic; relative error 1.6e-15 in
-# float64 Horner evaluation (1.8e-15 as evaluated, see _erfcx). Written by `python benchmarks/erfcx_coefficients.py`.
+# float64 Horner evaluation (1.8e-15 as evaluated, see _erfcx). Written by
+# `python benchmarks/erfcx_coefficients.py`.
 _ERFCX_K = 4.0
 _ERFCX_T0 = -0.3592455179659185
 _ERFCX_COEF = (
@@ -411,10 +411,10 @@ def _sf_group(dtype) -> int:
     return 8 if jnp.dtype(dtype) == jnp.float64 else 1
 
 
-# log(x) = e log 2 + 2 atanh((m - 1) / (m + 1)) with x = m 2^e, m in [sqrt(1/2), sqrt 2):
-# the series sum_k 2 s^(2k+1) / (2k+1) to k = 10 (|s| <= 0.1716, truncation below 1e-18).
 # Offset of the float64 survival recovered from the hazard (_hazard_and_log_sf_sum).
 _SF_OFFSET = 1e-150
+# log(x) = e log 2 + 2 atanh((m - 1) / (m + 1)) with x = m 2^e, m in [sqrt(1/2), sqrt 2):
+# the series sum_k 2 s^(2k+1) / (2k+1) to k = 10 (|s| <= 0.1716, truncation below 1e-18).
 _LOG_COEF = tuple(2.0 / (2 * k + 1) for k in range(11))
 _LN2_HI = 6.93147180369123816490e-01  # log 2 to 32 bits: e * _LN2_HI is exact
 _LN2_LO = 1.90821492927058770002e-10
@@ -1273,8 +1273,8 @@ def keep_count(
     the candidates ranked between have probability exactly 0: the comparison is
     made on ``1 - P_k``, summed from the far end of the ranking, which keeps full
     precision where ``P_k`` is within rounding of 1 (the curve itself saturates at
-    1 there, and where it first does would depend on the inputs' last bits). The paper's Algorithm box writes ``P_k > tau``;
-    Section 3.3.2 and Fig. 6 write ``>=``, which is used here (with ``>``,
+    1 there, and where it first does would depend on the inputs' last bits). The
+    paper's Algorithm box writes ``P_k > tau``; Section 3.3.2 and Fig. 6 write ``>=``, which is used here (with ``>``,
     ``tau = P_{k*} = 1`` would keep nothing).
 
     The paper derives ``k*`` from the optimisation of Eq. (4) -- choose ``tau``
