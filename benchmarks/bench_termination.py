@@ -10,8 +10,9 @@ synthetic studies, cold (gp's default start, no warm start) like Optuna:
   fewer once converged), 512 random points plus 10 batched
   projected gradient steps on the LCB from the 8 best of them;
 * ``jaxstop (Optuna settings)`` -- 2,048 random points, no refinement, zero GP mean;
-* ``jaxstop warm`` -- as in a running study: the fit starts from the hyperparameters
-  fitted one trial earlier (on the first n - 1 trials, not timed) and takes at most 5 steps.
+* ``jaxstop warm`` -- as in a running study: the fit starts from the hyperparameters and
+  the quasi-Newton inverse Hessian of the fit one trial earlier (on the first n - 1
+  trials, not timed) and takes at most 5 steps.
   Optuna 5.0's evaluator has no warm start (``gpr_cache=None``);
 * ``jaxstop float32`` -- the defaults, cold, on the same study cast to float32 (jaxstop
   computes in the dtype of its inputs); the table gives its bound's relative difference
@@ -214,10 +215,11 @@ def main(argv=None):
             per_study_optuna[(n, d)] = t_opt
             row = {"n": n, "d": d, "optuna": t_opt, "b_optuna": b_opt}
             Xj, yj = jnp.asarray(X), jnp.asarray(y)
-            prev = regret.fit_regret_bound(jax.random.key(0), Xj, yj, jnp.arange(n) < n - 1).params
+            prev = regret.fit_regret_bound(jax.random.key(0), Xj, yj, jnp.arange(n) < n - 1)
             for name, kw in SETTINGS.items():
-                init = prev if name == WARM else None
-                fn = (lambda kw, init: lambda key, X, y: regret.fit_regret_bound(key, X, y, init=init, **kw))(kw, init)
+                if name == WARM:
+                    kw = dict(kw, init=prev.params, init_inv_hessian=prev.inv_hessian)
+                fn = (lambda kw: lambda key, X, y: regret.fit_regret_bound(key, X, y, **kw))(kw)
                 data = (Xj.astype(jnp.float32), yj.astype(jnp.float32)) if name == F32 else (Xj, yj)
                 c, t, out, _ = time_jaxstop(fn, (jax.random.key(1), *data), rep_j)
                 row[name] = (c, t, float(out.bound.bound))
@@ -237,12 +239,13 @@ def main(argv=None):
         keys = jax.random.split(jax.random.key(2), batch)
         done = batch - batch % chunk
         prev_mask = jnp.broadcast_to(jnp.arange(n_b) < n_b - 1, (chunk, n_b))
-        cold = jax.jit(jax.vmap(lambda key, X, y, m: regret.fit_regret_bound(key, X, y, m, chunk_size=256).params))
+        cold = jax.jit(jax.vmap(lambda key, X, y, m: (lambda fb: (fb.params, fb.inv_hessian))(
+            regret.fit_regret_bound(key, X, y, m, chunk_size=256))))
         inits = [cold(keys[i:i + chunk], Xb[i:i + chunk], yb[i:i + chunk], prev_mask) for i in range(0, done, chunk)]
         for mode in ("cold", "warm", "cold float32"):
             if mode == "warm":
-                fn = jax.vmap(lambda key, X, y, init: regret.fit_regret_bound(key, X, y, init=init, fit_steps=5,
-                                                                             chunk_size=256))
+                fn = jax.vmap(lambda key, X, y, init: regret.fit_regret_bound(
+                    key, X, y, init=init[0], init_inv_hessian=init[1], fit_steps=5, chunk_size=256))
             else:
                 fn = jax.vmap(lambda key, X, y, init: regret.fit_regret_bound(key, X, y, chunk_size=256))
             Xm, ym = (Xb.astype(jnp.float32), yb.astype(jnp.float32)) if mode == "cold float32" else (Xb, yb)
@@ -290,7 +293,8 @@ def main(argv=None):
                      f"{r['ok']}/{r['studies']} |")
     lines += ["", "`cold`: at most 20 quasi-Newton steps (fewer once converged; a vmapped chunk runs until its "
               "slowest study stops) from gp's default start (like Optuna, which has no warm "
-              "start); `warm`: at most 5 steps from the hyperparameters of the same study fitted one trial earlier, "
+              "start); `warm`: at most 5 steps from the hyperparameters and inverse Hessian of the same study "
+              "fitted one trial earlier, "
               "as a running study or a simulation replay evaluates the bound; `cold float32`: `cold` on the "
               "studies cast to float32 (the candidate points differ: uniform draws in float32).",
               "", "Bounds differ between the libraries because the GP fits and the candidate sets differ "

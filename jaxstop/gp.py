@@ -671,7 +671,7 @@ def _objective(raw, X, y, mask, min_noise, use_prior, fit_mean, mean0):
 
 
 def _fit_profiled(X, z, mask, init: GPParams, min_noise, *, steps: int, fit_mean: bool,
-                  use_prior: bool = True, tol: float = 0.0, max_step: float = 1.0):
+                  use_prior: bool = True, tol: float = 0.0, max_step: float = 1.0, inv_hessian=None):
     """ML-II fit with a bounded cost: at most ``steps`` objective evaluations (the first at ``init``).
 
     Dense BFGS on the inverse Hessian of the objective (negative log
@@ -694,8 +694,17 @@ def _fit_profiled(X, z, mask, init: GPParams, min_noise, *, steps: int, fit_mean
     steps see fewer dimensions and no amplitude-lengthscale coupling, and reach a given
     objective gap in fewer steps, far more reliably from a cold start.
 
-    Returns ``(params, info, post)``: ``post`` is the GP conditioned at ``params``, built
-    from the accepted evaluation's Cholesky factor (no factorisation after the fit).
+    ``inv_hessian`` warm-starts the steps' curvature: the inverse-Hessian approximation a
+    previous fit returned (in the coordinates of ``ravel_pytree`` of gp's raw parameters,
+    shape ``(d + 3, d + 3)``). Its first step is then a quasi-Newton step on that curvature
+    instead of a gradient step; a matrix that is not finite, not symmetric or has a
+    non-positive diagonal (zeros: no curvature yet) means a cold start (the identity,
+    scaled at the first update).
+
+    Returns ``(params, info, post, inv_hessian)``: ``post`` is the GP conditioned at
+    ``params``, built from the accepted evaluation's Cholesky factor (no factorisation
+    after the fit); ``inv_hessian`` the final BFGS approximation, a warm start for the
+    next fit of the same study.
     """
     dt = X.dtype
     min_noise = jnp.asarray(min_noise, dt)
@@ -713,6 +722,15 @@ def _fit_profiled(X, z, mask, init: GPParams, min_noise, *, steps: int, fit_mean
     num = theta0.shape[0]
     eye = jnp.eye(num, dtype=dt)
     eps = jnp.finfo(dt).eps
+    if inv_hessian is None:
+        H0, scaled0 = eye, jnp.asarray(False)
+    else:
+        Hw = jnp.asarray(inv_hessian, dt)
+        if Hw.shape != (num, num):
+            raise ValueError(f"inv_hessian must have shape {(num, num)}, got {Hw.shape}")
+        usable = (jnp.all(jnp.isfinite(Hw)) & jnp.all(jnp.diagonal(Hw) > 0)
+                  & jnp.all(jnp.abs(Hw - Hw.T) <= 1e-8 * jnp.max(jnp.abs(Hw))))
+        H0, scaled0 = jnp.where(usable, Hw, eye), usable
 
     def step(carry):
         theta, params, f, g, H, t, scaled, i = carry
@@ -755,14 +773,14 @@ def _fit_profiled(X, z, mask, init: GPParams, min_noise, *, steps: int, fit_mean
     m = X.shape[0]
     params0 = (jax.tree_util.tree_map(lambda a: jnp.asarray(a, dt), init),
                (jnp.full((m, m), jnp.nan, dt), jnp.full((m, m), jnp.nan, dt)))
-    carry0 = (theta0, params0, jnp.asarray(jnp.inf, dt), jnp.zeros_like(theta0), eye,
-              jnp.ones((), dt), jnp.asarray(False), jnp.zeros((), jnp.int32))
-    _, (p, factor), f, _, _, _, _, used = jax.lax.while_loop(go_on, step, carry0)
+    carry0 = (theta0, params0, jnp.asarray(jnp.inf, dt), jnp.zeros_like(theta0), H0,
+              jnp.ones((), dt), scaled0, jnp.zeros((), jnp.int32))
+    _, (p, factor), f, _, H, _, _, used = jax.lax.while_loop(go_on, step, carry0)
     finite = jnp.isfinite(f) & (f < 1e10) & jnp.all(
         jnp.stack([jnp.all(jnp.isfinite(a)) for a in jax.tree_util.tree_leaves(p)]))
     info = FitInfo(f, finite, jnp.zeros((), jnp.int32), jnp.sum(mask).astype(jnp.int32), used)
     post = _posterior_from_scaled_factor(p, X, z, mask, factor)
-    return p, info, post._replace(ok=post.ok & finite)
+    return p, info, post._replace(ok=post.ok & finite), H
 
 
 def _first_order(obj, optimizer, theta, *, steps):
@@ -798,7 +816,7 @@ def _fit(key, X, y, mask, init, min_noise, tol, *, steps, num_restarts, fit_mean
 
     def run_one(start):
         if optimizer is None:
-            p, info, _ = _fit_profiled(X, y, mask, start, min_noise, steps=steps, fit_mean=fit_mean,
+            p, info, _, _ = _fit_profiled(X, y, mask, start, min_noise, steps=steps, fit_mean=fit_mean,
                                        use_prior=use_prior, tol=tol)
             return p, info.objective, info.steps
         obj = partial(_objective, X=X, y=y, mask=mask, min_noise=min_noise,

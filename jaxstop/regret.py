@@ -119,6 +119,9 @@ class FittedBound(NamedTuple):
         ei_max: Maximum expected improvement (:func:`expected_improvement`) over the
             candidates and fitted points, standardised units, shape ().
         pi_max: Maximum probability of improvement over the same points, shape ().
+        inv_hessian: The fit's final quasi-Newton (BFGS) inverse-Hessian approximation,
+            shape (d + 3, d + 3): with ``params``, a warm start for the next call
+            (``init_inv_hessian``).
     """
 
     bound: RegretBound
@@ -131,6 +134,7 @@ class FittedBound(NamedTuple):
     beta: jax.Array
     ei_max: jax.Array
     pi_max: jax.Array
+    inv_hessian: jax.Array
 
 
 class Stops(NamedTuple):
@@ -741,13 +745,13 @@ class _FitConfig(NamedTuple):
     fit_tol: float
 
 
-def _fit_and_bound(key, X, y, avail, init, cand, dim_mask, size, delta, scale, cfg: _FitConfig):
-    """Top set -> standardise -> ML-II fit (warm start ``init``) -> Eq. (8); one study."""
+def _fit_and_bound(key, X, y, avail, init, cand, dim_mask, size, delta, scale, cfg: _FitConfig, init_h=None):
+    """Top set -> standardise -> ML-II fit (warm start ``init``, ``init_h``) -> Eq. (8); one study."""
     dt = X.dtype
     order, tmask, top, Xt, z, mean, std = _standardized_top(X, y, avail, cfg.capacity, cfg.fraction, cfg.min_points)
     _, k_cand = jax.random.split(key)
-    params, info, post = gp._fit_profiled(Xt, z, tmask, init, cfg.min_noise, steps=cfg.steps, fit_mean=cfg.fit_mean,
-                                          tol=cfg.fit_tol)
+    params, info, post, H = gp._fit_profiled(Xt, z, tmask, init, cfg.min_noise, steps=cfg.steps,
+                                             fit_mean=cfg.fit_mean, tol=cfg.fit_tol, inv_hessian=init_h)
     n = jnp.sum(avail).astype(jnp.int32)
     t = (n if cfg.beta_t == "evaluations" else top).astype(dt)
     b = _beta(jnp.maximum(t, 1), size, delta, scale)
@@ -767,7 +771,7 @@ def _fit_and_bound(key, X, y, avail, init, cand, dim_mask, size, delta, scale, c
         ok=ok,
     )
     sel = jnp.zeros(y.shape[0], bool).at[order].set(tmask)
-    return FittedBound(rb_y, params, info, sel & avail, top, mean, std, b, core.ei_max, core.pi_max)
+    return FittedBound(rb_y, params, info, sel & avail, top, mean, std, b, core.ei_max, core.pi_max, H)
 
 
 _BETA_T = ("fitted", "evaluations")
@@ -786,6 +790,7 @@ def fit_regret_bound(
     mask: ArrayLike | None = None,
     *,
     init: gp.GPParams | None = None,
+    init_inv_hessian: ArrayLike | None = None,
     fraction: float = 0.5,
     min_points: int = 20,
     candidates: ArrayLike | int = 512,
@@ -814,7 +819,9 @@ def fit_regret_bound(
     evaluates :func:`regret_bound` with ``beta`` from (``beta_size``, ``t``). The fit
     stops early once converged (``fit_tol``); under ``vmap`` a batch costs what its
     slowest study costs, at most ``fit_steps`` evaluations. In a running study pass the
-    previous call's ``params`` as ``init``: a handful of steps then suffice.
+    previous call's ``params`` as ``init`` and its ``inv_hessian`` as
+    ``init_inv_hessian``: the steps then start from the previous optimum with its
+    curvature, and a handful suffice.
 
     Args:
         key: PRNG key (random candidates).
@@ -822,6 +829,11 @@ def fit_regret_bound(
         y: Their values (minimised), shape (n,).
         mask: Which rows are real, shape (n,) bool; default all.
         init: Warm start (the ``params`` of a previous call); default gp's start.
+        init_inv_hessian: Warm start of the quasi-Newton curvature (the ``inv_hessian``
+            of a previous call), shape (d + 3, d + 3). Default: none, the steps start
+            from the identity (a gradient step) and scale it at their first update. A
+            matrix that is not finite and symmetric with a positive diagonal (zeros, say,
+            or one from a failed fit) is treated as none.
         fraction: Fraction of the evaluations in the fit.
         min_points: Minimum number of points in the fit.
         candidates: Domain points (m, d), or a number of uniform random points.
@@ -890,6 +902,7 @@ def fit_regret_bound(
         cand = _points(candidates, "candidates", d, dt)
         _checks.check_unit_cube(cand, "candidates")
     init = _default_params(d, dim_mask, dt) if init is None else gp._check_params(init, d, dt)
+    init_h = _inv_hessian(init_inv_hessian, d, dt)
     cfg = _FitConfig(
         capacity=_top_capacity(n, fraction, min_points), fraction=fraction, min_points=min_points,
         beta_t=beta_t, steps=_checks.positive_int(fit_steps, "fit_steps"),
@@ -899,13 +912,24 @@ def fit_regret_bound(
         chunk_size=_checks.positive_int(chunk_size, "chunk_size"), fit_tol=_checks.nonneg_float(fit_tol, "fit_tol"),
     )
     size = _beta_size(beta_size, dim_mask, dt)
-    return _fit_regret_bound_jit(key, X, y, mask & jnp.isfinite(y), init, cand, dim_mask, size,
+    return _fit_regret_bound_jit(key, X, y, mask & jnp.isfinite(y), init, init_h, cand, dim_mask, size,
                                  jnp.asarray(delta, dt), jnp.asarray(beta_scale, dt), cfg=cfg)
 
 
+def _inv_hessian(H, d: int, dtype):
+    """A warm-start inverse Hessian as a (d + 3, d + 3) array of ``dtype``, or None."""
+    if H is None:
+        return None
+    H = _checks.float_array(H, "init_inv_hessian")
+    if H.shape != (d + 3, d + 3):
+        raise ValueError(f"init_inv_hessian must have shape {(d + 3, d + 3)} (the inv_hessian of a previous "
+                         f"call with d = {d}), got {H.shape}")
+    return H.astype(dtype)
+
+
 @partial(jax.jit, static_argnames=("cfg",))
-def _fit_regret_bound_jit(key, X, y, avail, init, cand, dim_mask, size, delta, scale, *, cfg):
-    return _fit_and_bound(key, X, y, avail, init, cand, dim_mask, size, delta, scale, cfg)
+def _fit_regret_bound_jit(key, X, y, avail, init, init_h, cand, dim_mask, size, delta, scale, *, cfg):
+    return _fit_and_bound(key, X, y, avail, init, cand, dim_mask, size, delta, scale, cfg, init_h)
 
 
 # ------------------------------------------------------------------- stopping rules
@@ -1242,8 +1266,10 @@ def _segments(T: int, t0: int, lag: int, fraction: float, min_points: int, num_s
     return tuple(merged)
 
 
-def _replay_row(params, t, data, cfg: _ReplayConfig, capacity: int):
-    """One row of the replay: the bound after the evaluations of row ``t``."""
+def _replay_row(warm, t, data, cfg: _ReplayConfig, capacity: int):
+    """One row of the replay: the bound after the evaluations of row ``t``; ``warm`` is the
+    previous row's ``(params, inv_hessian)``, the warm start of this row's fit."""
+    params, inv_h = warm
     configs, values, avail0, dim_mask, key, size, delta, scale = data
     T = values.shape[0]
     avail = avail0 & (jnp.arange(T) < t + 1 - cfg.lag)
@@ -1256,10 +1282,10 @@ def _replay_row(params, t, data, cfg: _ReplayConfig, capacity: int):
     )
     cand = jnp.zeros((0, configs.shape[1]), configs.dtype)
     fb = _fit_and_bound(jax.random.fold_in(key, t), configs, values, avail, params, cand, dim_mask,
-                        size, delta, scale, fcfg)
+                        size, delta, scale, fcfg, inv_h)
     rb = fb.bound
     out = (rb.bound, rb.ucb_min, rb.lcb_min, fb.ei_max, fb.pi_max, fb.num_top, rb.ok)
-    return fb.params, out
+    return (fb.params, fb.inv_hessian), out
 
 
 def _replay_prefix(configs, values, fold_scores, mask, fold_mask, cfg: _ReplayConfig):
@@ -1282,7 +1308,8 @@ def _replay_impl(key, configs, values, fold_scores, mask, fold_mask, dim_mask, e
     T = values.shape[0]
     avail0, incumbent, best, num_eval, threshold = _replay_prefix(configs, values, fold_scores, mask, fold_mask, cfg)
     data = (configs, values, avail0, dim_mask, key, size, delta, scale)
-    params = _default_params(configs.shape[1], dim_mask, dt)
+    d = configs.shape[1]
+    fit_state = (_default_params(d, dim_mask, dt), jnp.zeros((d + 3, d + 3), dt))  # zeros: no curvature yet
     inf = jnp.asarray(jnp.inf, dt)
     outs = [(jnp.full((cfg.t0,), inf), jnp.full((cfg.t0,), inf), jnp.full((cfg.t0,), -inf),
              jnp.full((cfg.t0,), inf), jnp.full((cfg.t0,), inf), jnp.zeros((cfg.t0,), jnp.int32),
@@ -1299,11 +1326,11 @@ def _replay_impl(key, configs, values, fold_scores, mask, fold_mask, dim_mask, e
             step = jax.jit(body)
             seg = []
             for t in ts:
-                params, o = step(params, t)
+                fit_state, o = step(fit_state, t)
                 seg.append(o)
             o = jax.tree_util.tree_map(lambda *a: jnp.stack(a), *seg)
         else:
-            params, o = jax.lax.scan(body, params, ts)
+            fit_state, o = jax.lax.scan(body, fit_state, ts)
         if j == 0:
             o = jax.tree_util.tree_map(lambda a: a[warm:], o)
         outs.append(o)
@@ -1316,7 +1343,7 @@ def _replay_impl(key, configs, values, fold_scores, mask, fold_mask, dim_mask, e
                         min_evaluations=cfg.min_evaluations, fixed_threshold=cfg.fixed_threshold,
                         conv_rtol=conv_rtol)
     return ReplayResult(bound, threshold, ucb, lcb, ei, pi, best, incumbent, num_eval, num_fit, computed,
-                        ok & computed, stops, params)
+                        ok & computed, stops, fit_state[0])
 
 
 _replay_jit = jax.jit(_replay_impl, static_argnames=("cfg", "python_loop"))

@@ -134,6 +134,8 @@ class AutoTerminationState(NamedTuple):
         count: Number of evaluations told, int32 ().
         gp_params: GP hyperparameters of the last fit (standardised scale), the warm
             start of the next fit and the model of the next acquisition.
+        gp_inv_hessian: The last fit's quasi-Newton inverse Hessian, shape (d + 3, d + 3):
+            the next fit's steps start with that curvature (zeros before the first fit: none).
         beta: ``beta`` of the last bound, ().
         key: The stream of the bound's random domain points (cube mode).
     """
@@ -145,6 +147,7 @@ class AutoTerminationState(NamedTuple):
     evaluated: jax.Array
     count: jax.Array
     gp_params: gp.GPParams
+    gp_inv_hessian: jax.Array
     beta: jax.Array
     key: jax.Array
 
@@ -396,6 +399,7 @@ def auto_termination_bo(
             jnp.zeros((num_configs,), bool),
             jnp.zeros((), jnp.int32),
             regret._default_params(d, jnp.asarray(dim_mask), fdtype),
+            jnp.zeros((d + 3, d + 3), fdtype),  # no curvature yet: the first fit starts cold
             jnp.zeros((), fdtype),
             key,
         )
@@ -474,11 +478,12 @@ def auto_termination_bo(
 
         fb = regret._fit_and_bound(
             jax.random.fold_in(state.key, count), X, y, mask, state.gp_params, cand, jnp.asarray(dim_mask),
-            jnp.asarray(d, fdtype), params.delta, params.beta_scale, fit_cfg,
+            jnp.asarray(d, fdtype), params.delta, params.beta_scale, fit_cfg, state.gp_inv_hessian,
         )
         keep = fb.fit_info.finite
         gp_params = jax.tree_util.tree_map(lambda a, b: jnp.where(keep, a, b), fb.params, state.gp_params)
-        state = AutoTerminationState(X, y, config, mask, evaluated, count, gp_params,
+        inv_hessian = jnp.where(keep, fb.inv_hessian, state.gp_inv_hessian)
+        state = AutoTerminationState(X, y, config, mask, evaluated, count, gp_params, inv_hessian,
                                      jnp.where(keep, fb.beta, state.beta), state.key)
 
         i, has, best = incumbent_of(state)
