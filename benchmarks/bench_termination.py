@@ -20,7 +20,7 @@ synthetic studies, cold (gp's default start, no warm start) like Optuna:
 
 Per study: n in {20, 50, 100, 200, 500} trials, d in {3, 9}; compile time is reported
 separately; run times are medians after ``block_until_ready``. Batch: 1,000 studies at
-n = 200, vmapped in chunks, against 1,000 x Optuna's time per study: cold, warm, and cold
+n = 200, vmapped, against 1,000 x Optuna's time per study: cold, warm, and cold
 in float32. Both libraries get
 one thread (OMP / OpenBLAS / MKL / torch threads = 1 and XLA's single-threaded Eigen),
 measured in the same process, optionally pinned to one core (``--pin``), which avoids
@@ -35,8 +35,8 @@ Output: ``benchmarks/out/bench_termination.md``, and Optuna's medians per (n, d)
 ``benchmarks/out/optuna_times.json``. On a machine without Optuna and torch (an
 accelerator host, say), ``--optuna-from`` takes those medians from a CPU run of the same
 script instead of timing Optuna; the studies are the same (one seeded generator), and the
-table then says where the anchor was measured. The batch is vmapped in chunks of 50 on
-CPU and as one chunk on accelerators unless ``--chunk`` says otherwise.
+table then says where the anchor was measured. The batch is one vmapped call unless
+``--chunk`` splits it (on CPU, jaxstop maps a vmapped batch of fits in small groups).
 """
 
 from __future__ import annotations
@@ -187,7 +187,7 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true", help="n in {20, 200}, batch of 100 studies, few repeats")
     ap.add_argument("--batch", type=int, default=None, help="studies in the batch case (default 1,000)")
     ap.add_argument("--chunk", type=int, default=None,
-                    help="studies per vmapped call in the batch case (default 50 on CPU, the whole batch elsewhere)")
+                    help="studies per vmapped call in the batch case (default: the whole batch)")
     ap.add_argument("--optuna-from", default=None,
                     help="JSON of Optuna's medians written by an earlier run (--optuna-out); Optuna is not timed")
     ap.add_argument("--optuna-out", default=str(HERE / "out" / "optuna_times.json"),
@@ -202,7 +202,7 @@ def main(argv=None):
     rep_j, rep_o = (3, 2) if args.quick else (7, 5)
     batch = args.batch or (100 if args.quick else 1000)
     backend = jax.default_backend()
-    chunk = min(args.chunk or (50 if backend == "cpu" else batch), batch)
+    chunk = min(args.chunk or batch, batch)
 
     anchor = OptunaAnchor(args.optuna_from, rep_o)
     rng = np.random.default_rng(0)
@@ -291,8 +291,8 @@ def main(argv=None):
         lines.append(f"| {r['d']} | {r['mode']} | {r['studies']} | {r['total']:.2f} | {r['per'] * 1e3:.2f} | "
                      f"{r['optuna'] * 1e3:.1f} | x{r['optuna'] / r['per']:.1f} | {r['compile']:.1f} | "
                      f"{r['ok']}/{r['studies']} |")
-    lines += ["", "`cold`: at most 20 quasi-Newton steps (fewer once converged; a vmapped chunk runs until its "
-              "slowest study stops) from gp's default start (like Optuna, which has no warm "
+    lines += ["", "`cold`: at most 20 quasi-Newton steps (fewer once converged; on CPU each study of the vmapped "
+              "batch stops on its own, on accelerators the batch runs until its slowest study stops) from gp's default start (like Optuna, which has no warm "
               "start); `warm`: at most 5 steps from the hyperparameters and inverse Hessian of the same study "
               "fitted one trial earlier, "
               "as a running study or a simulation replay evaluates the bound; `cold float32`: `cold` on the "

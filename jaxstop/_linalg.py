@@ -25,12 +25,14 @@ import jax
 import jax.numpy as jnp
 from jax import custom_batching
 
-__all__ = ["cholesky", "eigh", "inv_from_cholesky", "tri_inv"]
+__all__ = ["cholesky", "eigh", "inv_from_cholesky", "row_sq_norms_lower", "tri_inv"]
 
 # Blocks of at most this size are inverted by a triangular solve; larger ones recurse.
 _LEAF = 32
 # Blocks of at most this size of ``K^-1 = L^-T L^-1`` are one dense product (fastest on CPU, n <= 500).
 _GRAM_LEAF = 64
+# Lower-triangular factors of at most this size are applied as one dense product.
+_ROWS_LEAF = 64
 _HIGHEST = jax.lax.Precision.HIGHEST
 
 
@@ -181,3 +183,19 @@ def inv_from_cholesky(L: jax.Array) -> tuple[jax.Array, jax.Array]:
     Linv = tri_inv(L)
     # L^-T materialised, so that XLA does not fold the transpose back into the products.
     return Linv, _upper_gram(jax.lax.optimization_barrier(Linv.T))
+
+
+def row_sq_norms_lower(A: jax.Array, T: jax.Array) -> jax.Array:
+    """Squared row norms of ``A @ T.T`` for lower-triangular ``T``, shape ``(len(A),)``.
+
+    With ``T = [[P, 0], [Q, R]]`` the columns of ``A T^T`` split into ``A[:, :h] P^T`` and
+    ``A [Q, R]^T``; the first recurses, so the zero block is skipped at every level down
+    to leaves of ``_ROWS_LEAF`` (about 2/3 of a dense product's flops). The upper
+    triangle of ``T`` must be zero (it is partly read). Used for the
+    posterior variance ``k** - |L^-1 k*|^2`` of many points at once.
+    """
+    m = T.shape[-1]
+    if m <= _ROWS_LEAF:
+        return jnp.sum(jnp.square(A @ T.T), axis=-1)
+    h = m // 2
+    return row_sq_norms_lower(A[:, :h], T[:h, :h]) + jnp.sum(jnp.square(A @ T[h:].T), axis=-1)

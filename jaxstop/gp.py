@@ -393,8 +393,27 @@ def _predict(post: Posterior, Xq):
     p = post.params
     Kq = jnp.where(post.mask[None, :], _matern52(p, Xq, post.X), 0)
     mean = p.mean + Kq @ post.alpha
-    v = Kq @ post.chol_inv.T  # (m, n) = (L^-1 Kq^T)^T
-    var = jnp.exp(p.log_amplitude) - jnp.sum(v * v, axis=1)
+    # |L^-1 k*|^2 for every query row, skipping the zero triangle of L^-1
+    var = jnp.exp(p.log_amplitude) - _linalg.row_sq_norms_lower(Kq, post.chol_inv)
+    return mean, jnp.maximum(var, 0)
+
+
+def _predict_train(post: Posterior, y):
+    """Latent mean and variance at the GP's own rows ``post.X``, from the factor in O(n^2).
+
+    With ``K = K_f + s I`` (``s`` the noise plus jitter, ``K_f`` noise-free), the
+    posterior at training row ``i`` is ``mean_i = y_i - s alpha_i`` and
+    ``var_i = s - s^2 (K^-1)_ii`` with ``(K^-1)_ii`` the squared norm of column ``i`` of
+    ``L^-1`` (Rasmussen & Williams, Eq. 2.23-2.24 with ``K_* = K_f``): the values of
+    :func:`_predict` at ``post.X`` without its ``n x n`` kernel block and product, and
+    without its cancellation ``amplitude - |L^-1 k*|^2`` for small variances. ``y`` are the
+    values the GP was conditioned on; padded rows give 0.
+    """
+    p = post.params
+    s = jnp.exp(p.log_noise) + post.jitter
+    kinv_diag = jnp.sum(jnp.square(post.chol_inv), axis=0)
+    mean = jnp.where(post.mask, y - s * post.alpha, 0)
+    var = jnp.where(post.mask, s - s * s * kinv_diag, 0)
     return mean, jnp.maximum(var, 0)
 
 

@@ -39,6 +39,7 @@ standardised values; bounds are computed on the latent function.
 
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 from functools import partial
@@ -49,7 +50,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.typing import ArrayLike
 
-from jaxstop import _checks, gp
+from jaxstop import _batching, _checks, gp
 
 __all__ = [
     "RegretBound",
@@ -460,15 +461,25 @@ class _Core(NamedTuple):
 
 
 def _bound_core(post, X_eval, eval_mask, cand, beta, dim_mask, best, *,
-                refine_steps: int, refine_starts: int, chunk_size: int) -> _Core:
-    """Eq. (8) on one posterior; also the maxima of EI and PI over the same points."""
+                refine_steps: int, refine_starts: int, chunk_size: int, train_y=None) -> _Core:
+    """Eq. (8) on one posterior; also the maxima of EI and PI over the same points.
+
+    ``train_y``: the evaluated points are the posterior's own rows (``X_eval = post.X``,
+    ``eval_mask = post.mask``) conditioned on these values; their predictions then come
+    from the factor (:func:`jaxstop.gp._predict_train`), not from the kernel."""
     dt = X_eval.dtype
     inf = jnp.asarray(jnp.inf, dt)
     sb = jnp.sqrt(jnp.maximum(beta, 0)).astype(dt)
     m = cand.shape[0]
-    X_all = jnp.concatenate([jnp.where(dim_mask[None, :], cand, 0), X_eval])
+    cand = jnp.where(dim_mask[None, :], cand, 0)
+    X_all = jnp.concatenate([cand, X_eval])
     real = jnp.concatenate([jnp.ones(m, bool), eval_mask])
-    mu, var = _predict_chunked(post, X_all, chunk_size)
+    if train_y is None:
+        mu, var = _predict_chunked(post, X_all, chunk_size)
+    else:
+        mu_c, var_c = _predict_chunked(post, cand, chunk_size)
+        mu_e, var_e = gp._predict_train(post, train_y)
+        mu, var = jnp.concatenate([mu_c, mu_e]), jnp.concatenate([var_c, var_e])
     sd = jnp.sqrt(var)
     ucb_e = jnp.where(eval_mask, mu[m:] + sb * sd[m:], inf)
     i_u = jnp.argmin(ucb_e)
@@ -746,7 +757,19 @@ class _FitConfig(NamedTuple):
 
 
 def _fit_and_bound(key, X, y, avail, init, cand, dim_mask, size, delta, scale, cfg: _FitConfig, init_h=None):
-    """Top set -> standardise -> ML-II fit (warm start ``init``, ``init_h``) -> Eq. (8); one study."""
+    """Top set -> standardise -> ML-II fit (warm start ``init``, ``init_h``) -> Eq. (8); one study.
+
+    Under ``vmap`` on CPU the studies are fitted in small groups, each until it converges
+    (:mod:`jaxstop._batching`), not all in lockstep."""
+    return _grouped_fit_and_bound(cfg)(key, X, y, avail, init, cand, dim_mask, size, delta, scale, init_h)
+
+
+@functools.lru_cache(maxsize=None)
+def _grouped_fit_and_bound(cfg: _FitConfig):
+    return _batching.grouped_on_cpu(partial(_fit_and_bound_one, cfg=cfg), _batching.group_size(cfg.capacity))
+
+
+def _fit_and_bound_one(key, X, y, avail, init, cand, dim_mask, size, delta, scale, init_h, *, cfg: _FitConfig):
     dt = X.dtype
     order, tmask, top, Xt, z, mean, std = _standardized_top(X, y, avail, cfg.capacity, cfg.fraction, cfg.min_points)
     _, k_cand = jax.random.split(key)
@@ -759,7 +782,7 @@ def _fit_and_bound(key, X, y, avail, init, cand, dim_mask, size, delta, scale, c
         cand = jax.random.uniform(k_cand, (cfg.num_random, X.shape[1]), dt)
     best = jnp.min(jnp.where(tmask, z, jnp.inf))
     core = _bound_core(post, Xt, tmask, cand, b, dim_mask, best, refine_steps=cfg.refine_steps,
-                       refine_starts=cfg.refine_starts, chunk_size=cfg.chunk_size)
+                       refine_starts=cfg.refine_starts, chunk_size=cfg.chunk_size, train_y=z)
     rb = core.bound
     ok = rb.ok & info.finite
     inf = jnp.asarray(jnp.inf, dt)

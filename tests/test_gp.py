@@ -74,6 +74,36 @@ def test_posterior_matches_dense_numpy(rng):
     np.testing.assert_allclose(var, var_ref, rtol=1e-9, atol=1e-12)
 
 
+def test_predictions_at_the_training_rows_from_the_factor(rng):
+    """``_predict_train`` (O(n^2), Eq. 2.23-2.24 with K_* = K_f) equals the dense NumPy
+    posterior at the conditioning rows, with padded rows interleaved, for a posterior
+    from a factorisation and one from the fit's scaled factor; small noise included."""
+    X, y = make_data(rng, n=30)
+    for noise in (P["noise"], 1e-6):
+        p = gp_params()._replace(log_noise=jnp.log(jnp.asarray(noise)))
+        mu_ref, var_ref = np_posterior(X, y, X, P["amp"], P["ls"], noise, P["mean"])
+        Xpad = np.concatenate([X, rng.uniform(size=(7, 3))])
+        ypad = np.concatenate([y, 1e3 * rng.normal(size=7)])
+        perm = rng.permutation(37)
+        mask = (np.arange(37) < 30)[perm]
+        post = gp.posterior(p, Xpad[perm], ypad[perm], mask)
+        mu, var = gp._predict_train(post, jnp.asarray(ypad[perm]))
+        inv = np.argsort(perm)[:30]
+        np.testing.assert_allclose(np.asarray(mu)[inv], mu_ref, rtol=1e-9, atol=1e-10)
+        np.testing.assert_allclose(np.asarray(var)[inv], var_ref, rtol=1e-6, atol=1e-12)
+        assert np.all(np.asarray(mu)[~mask] == 0) and np.all(np.asarray(var)[~mask] == 0)
+    # the fit's posterior (built from the scaled factor, base jitter only)
+    z = (y - y.mean()) / y.std()
+    init = gp._default_init(3, jnp.float64)
+    fp, _, post, _ = gp._fit_profiled(jnp.asarray(X), jnp.asarray(z), jnp.ones(30, bool), init, 1e-6, steps=30,
+                                      fit_mean=True)
+    mu_ref, var_ref = np_posterior(X, z, X, float(fp.amplitude), np.asarray(fp.lengthscales), float(fp.noise),
+                                   float(fp.mean))
+    mu, var = gp._predict_train(post, jnp.asarray(z))
+    np.testing.assert_allclose(mu, mu_ref, rtol=1e-8, atol=1e-9)
+    np.testing.assert_allclose(var, var_ref, rtol=1e-6, atol=1e-10)
+
+
 def test_lml_matches_scipy(rng):
     X, y = make_data(rng)
     lml = gp.log_marginal_likelihood(gp_params(), X, y)

@@ -104,3 +104,18 @@ def test_blocked_inverse_gradients_and_vmap_above_the_leaf_size(key):
     np.testing.assert_allclose(sym(jax.vmap(jax.grad(ours))(K)), sym(jax.vmap(jax.grad(ref))(K)), rtol=1e-8, atol=1e-12)
     looped = np.stack([_linalg.inv_from_cholesky(jnp.linalg.cholesky(k))[1] for k in K])
     np.testing.assert_allclose(jax.vmap(lambda k: _linalg.inv_from_cholesky(_linalg.cholesky(k))[1])(K), looped, rtol=1e-12, atol=1e-15)
+
+
+def test_row_sq_norms_lower_match_dense_numpy(rng):
+    """Row norms of ``A T^T`` skipping part of T's zero triangle: sizes below, at and
+    above the leaf, split unevenly, and under vmap."""
+    for n in (7, 64, 65, 97, 250):
+        T = np.tril(rng.normal(size=(n, n)))
+        A = rng.normal(size=(13, n))
+        ref = np.sum((A @ T.T) ** 2, axis=1)
+        got = _linalg.row_sq_norms_lower(jnp.asarray(A), jnp.asarray(T))
+        np.testing.assert_allclose(got, ref, rtol=1e-12)
+    Ts = np.tril(rng.normal(size=(3, 100, 100)))
+    As = rng.normal(size=(3, 5, 100))
+    got = jax.vmap(_linalg.row_sq_norms_lower)(jnp.asarray(As), jnp.asarray(Ts))
+    np.testing.assert_allclose(got, np.sum(np.einsum("bij,bkj->bik", As, Ts) ** 2, axis=2), rtol=1e-12)
