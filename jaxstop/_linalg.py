@@ -195,7 +195,7 @@ def row_sq_norms_lower(A: jax.Array, T: jax.Array) -> jax.Array:
     posterior variance ``k** - |L^-1 k*|^2`` of many points at once.
     """
     m = T.shape[-1]
-    if m <= _ROWS_LEAF:
+    if m <= _ROWS_LEAF or A.shape[0] < _ROWS_LEAF:  # few rows: one product is cheaper
         return jnp.sum(jnp.square(A @ T.T), axis=-1)
     h = m // 2
     return row_sq_norms_lower(A[:, :h], T[:h, :h]) + jnp.sum(jnp.square(A @ T[h:].T), axis=-1)

@@ -454,6 +454,22 @@ def _refine(post, sqrt_beta, x0, dim_mask, steps: int):
     return x, f
 
 
+def _smallest(v, k: int):
+    """Indices of the ``k`` smallest entries of ``v``, ascending, ties to the lower index
+    (``lax.top_k(-v, k)``'s order) by ``k`` rounds of min reductions, which XLA:CPU runs
+    vectorised (``top_k`` and ``argmin`` it does not: 2.6x slower for 8 of 612)."""
+    n = v.shape[0]
+    iota = jnp.arange(n)
+    taken = jnp.zeros(n, bool)
+    out = []
+    for _ in range(k):
+        m = jnp.min(jnp.where(taken, jnp.inf, v))
+        i = jnp.minimum(jnp.min(jnp.where((v == m) & ~taken, iota, n)), n - 1)
+        out.append(i)
+        taken = taken | (iota == i)
+    return jnp.stack(out)
+
+
 class _Core(NamedTuple):
     bound: RegretBound
     ei_max: jax.Array
@@ -489,8 +505,7 @@ def _bound_core(post, X_eval, eval_mask, cand, beta, dim_mask, best, *,
     grid_min = lcb_all[i_l]
     lcb_min, x_l = grid_min, X_all[i_l]
     if refine_steps > 0:
-        num = min(refine_starts, lcb_all.shape[0])
-        _, idx = jax.lax.top_k(-lcb_all, num)
+        idx = _smallest(lcb_all, min(refine_starts, lcb_all.shape[0]))
         xr, fr = _refine(post, sb, X_all[idx], dim_mask, refine_steps)
         j = jnp.argmin(fr)
         better = fr[j] < grid_min

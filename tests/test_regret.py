@@ -328,6 +328,15 @@ def post9():
     return gp.posterior(p, jnp.asarray(X), jnp.asarray(z)), X, z
 
 
+def test_smallest_matches_a_stable_argsort(rng):
+    """The refinement's starts: the k smallest, ascending, ties to the lower index, infinities last."""
+    for n, k in ((612, 8), (30, 8), (5, 5), (9, 1)):
+        v = np.round(rng.normal(size=n), 1)  # many ties
+        v[rng.uniform(size=n) < 0.2] = np.inf
+        got = np.asarray(regret._smallest(jnp.asarray(v), k))
+        np.testing.assert_array_equal(got, np.argsort(v, kind="stable")[:k])
+
+
 def test_refinement_lowers_lcb_in_9d(post9):
     post, X, z = post9
     cand = jax.random.uniform(jax.random.key(3), (M_R, 9), jnp.float64)
