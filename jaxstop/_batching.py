@@ -5,9 +5,9 @@ at a time over all of them: on CPU each operation then streams a batch of ``m x 
 matrices through the caches, and every loop runs until its slowest study stops. Mapping
 the studies in small groups instead (``lax.map`` with a ``batch_size``) keeps one group's
 matrices in cache and lets each study stop on its own: 1.5-2x the throughput of a batch
-of regret bounds at n = 200-500 trials (m = 100-250) in ``benchmarks/RESULTS.md``. :func:`grouped_on_cpu`
-gives a function that rule under ``vmap`` on CPU and a plain ``vmap`` on other platforms,
-so callers (and users) keep writing ``jax.vmap``.
+of regret bounds at n = 200-500 trials (m = 100-250) in ``benchmarks/RESULTS.md``.
+:func:`grouped_on_cpu` wraps a per-study function so that ``vmap`` of it maps in groups on
+CPU and vectorises on other platforms; callers (and users) keep writing ``jax.vmap``.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from jax import custom_batching
 
 def group_size(m: int) -> int:
     """Studies per group on CPU for per-study matrices of size ``m x m``: about 32 KiB of
-    float64 per group (8 for ``m <= 22``, 2 from ``m = 46``), at least 2 and at most 64."""
+    float64 per group (8 for ``m <= 22``, 2 from ``m = 37``), at least 2 and at most 64."""
     return max(2, min(64, 4096 // max(1, m * m)))
 
 

@@ -744,9 +744,7 @@ def _fit_profiled(X, z, mask, init: GPParams, min_noise, *, steps: int, fit_mean
     if inv_hessian is None:
         H0, scaled0 = eye, jnp.asarray(False)
     else:
-        Hw = jnp.asarray(inv_hessian, dt)
-        if Hw.shape != (num, num):
-            raise ValueError(f"inv_hessian must have shape {(num, num)}, got {Hw.shape}")
+        Hw = jnp.asarray(inv_hessian, dt)  # shape checked by the public callers
         usable = (jnp.all(jnp.isfinite(Hw)) & jnp.all(jnp.diagonal(Hw) > 0)
                   & jnp.all(jnp.abs(Hw - Hw.T) <= 1e-8 * jnp.max(jnp.abs(Hw))))
         H0, scaled0 = jnp.where(usable, Hw, eye), usable

@@ -855,8 +855,9 @@ def fit_regret_bound(
     ``fit_mean``, the constant mean profiled out in closed form) with at most
     ``fit_steps`` quasi-Newton (BFGS) steps of one evaluation each from ``init``, and
     evaluates :func:`regret_bound` with ``beta`` from (``beta_size``, ``t``). The fit
-    stops early once converged (``fit_tol``); under ``vmap`` a batch costs what its
-    slowest study costs, at most ``fit_steps`` evaluations. In a running study pass the
+    stops early once converged (``fit_tol``); under ``vmap`` on CPU each study stops on its
+    own (studies run in small groups, :mod:`jaxstop._batching`), elsewhere a batch costs
+    what its slowest study costs, at most ``fit_steps`` evaluations. In a running study pass the
     previous call's ``params`` as ``init`` and its ``inv_hessian`` as
     ``init_inv_hessian``: the steps then start from the previous optimum with its
     curvature, and a handful suffice.
