@@ -27,6 +27,9 @@ def test_readme_methods_block_runs():
     ns: dict = {}
     exec(compile(blocks[1], str(README), "exec"), ns)
     assert np.isfinite(float(ns["fb"].bound.bound)) and float(ns["fb"].bound.bound) >= 0
+    # the warm-started fit after the 61st trial: 30 top points of 61, within its 5 steps
+    nxt = ns["fb_next"]
+    assert bool(nxt.bound.ok) and int(nxt.num_top) == 30 and 1 <= int(nxt.fit_info.steps) <= 5
     folds = np.asarray(ns["folds"])
     threshold = np.sqrt((1 / 10 + 1 / 9) * folds.var(ddof=1))   # Eq. (9)-(10), Nadeau-Bengio ratio
     assert bool(ns["stop_now"]) == (float(ns["fb"].bound.bound) < threshold)

@@ -723,6 +723,34 @@ def test_warm_inverse_hessian_converges_in_fewer_steps(rng):
         regret.fit_regret_bound(key, X, y, init_inv_hessian=np.eye(5))
 
 
+def test_fit_regret_bound_fixed_capacity_matches_exact_size_without_recompiling(rng):
+    """A running study keeps fixed-capacity arrays and a mask: rows past the real ones (any
+    values, NaN included) change nothing, so the bound, top set and fit equal those of a call
+    on exactly the real rows, and growing the mask compiles nothing new."""
+    cap, d = 90, 3
+    X, y = study(rng, cap, d)
+    key = jax.random.key(6)
+    # (no refinement: its accept tests compare nearly equal LCB values, so rounding-level
+    # differences can send an unconverged local search down another path)
+    kw = dict(candidates=jnp.asarray(rng.uniform(size=(64, d))), fit_steps=100, fit_tol=0.0, min_points=10,
+              refine_steps=0)
+    sizes = []
+    for n in (25, 41, 60):
+        Xg, yg = X.copy(), y.copy()
+        Xg[n:], yg[n:] = 0.5, np.nan
+        padded = regret.fit_regret_bound(key, jnp.asarray(Xg), jnp.asarray(yg), jnp.arange(cap) < n, **kw)
+        sizes.append(regret._fit_regret_bound_jit._cache_size())
+        exact = regret.fit_regret_bound(key, jnp.asarray(X[:n]), jnp.asarray(y[:n]), **kw)
+        assert int(padded.num_top) == int(exact.num_top) == max(10, n // 2)
+        np.testing.assert_array_equal(np.asarray(padded.top)[:n], np.asarray(exact.top))
+        assert not np.any(np.asarray(padded.top)[n:])
+        assert float(padded.fit_info.objective) == pytest.approx(float(exact.fit_info.objective), abs=1e-9)
+        assert float(padded.bound.bound) == pytest.approx(float(exact.bound.bound), rel=1e-7)
+        assert float(padded.bound.ucb_min) == pytest.approx(float(exact.bound.ucb_min), rel=1e-7)
+    # one program for the padded calls; each exact size added its own in between
+    assert sizes[2] - sizes[0] == 2
+
+
 def test_fit_regret_bound_in_float32_matches_float64(rng):
     """The whole fit-and-bound runs in the inputs' dtype; with fits run to convergence, float32 lands
     on the float64 bound (same studies, same candidate points). (With the default cap of 20 steps a
