@@ -50,20 +50,11 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from bench_termination import make_study  # noqa: E402
+from termination_profile import _median_ms  # noqa: E402
 
 from jaxstop import _linalg, gp, regret  # noqa: E402
 
 MIN_NOISE = 1e-6
-
-
-def _median_us(fn, args, repeats):
-    jax.block_until_ready(fn(*args))
-    times = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        jax.block_until_ready(fn(*args))
-        times.append(time.perf_counter() - t)
-    return 1e6 * statistics.median(times)
 
 
 def _top(X, y, n):
@@ -208,18 +199,12 @@ def parts(n, d, repeats, rng):
         ("objective and gradient (one step)",
          jax.jit(lambda t: jax.value_and_grad(lambda v: objective(unravel(v)), has_aux=True)(t)), (theta,)),
     ]
-    out = [f"| {m} | {d} | {name} | {_median_us(fn, args, repeats):.0f} |" for name, fn, args in rows]
     Kn = np.asarray(K)
     Ln, _ = lapack.dpotrf(Kn, lower=1)
-    for name, fn in (("dpotrf (SciPy, OpenBLAS)", lambda: lapack.dpotrf(Kn, lower=1)),
-                     ("dpotri (SciPy, OpenBLAS)", lambda: lapack.dpotri(Ln, lower=1))):
-        fn()
-        times = []
-        for _ in range(repeats):
-            t = time.perf_counter()
-            fn()
-            times.append(time.perf_counter() - t)
-        out.append(f"| {m} | {d} | {name} | {1e6 * statistics.median(times):.0f} |")
+    rows += [("dpotrf (SciPy, OpenBLAS)", lambda: lapack.dpotrf(Kn, lower=1), ()),
+             ("dpotri (SciPy, OpenBLAS)", lambda: lapack.dpotri(Ln, lower=1), ())]
+    times = _median_ms([(fn, args) for _, fn, args in rows], repeats)
+    out = [f"| {m} | {d} | {name} | {1e3 * t:.0f} |" for (name, _, _), t in zip(rows, times)]
     return out
 
 
@@ -235,7 +220,7 @@ def inverses(n, repeats, rng):
             f = jax.jit(fn)
             Ki = np.asarray(f(K)[0])
             err = np.abs(Ki - exact).max() / np.abs(exact).max()
-            out.append(f"| {m} | {noise:g} | {name} | {_median_us(f, (K,), repeats):.0f} | {err:.1e} |")
+            out.append(f"| {m} | {noise:g} | {name} | {1e3 * _median_ms([(f, (K,))], repeats)[0]:.0f} | {err:.1e} |")
     return out
 
 
