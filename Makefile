@@ -1,4 +1,4 @@
-# Two entry points, each self-contained on a fresh machine with Python >= 3.10 and make:
+# Two entry points, each self-contained on a fresh machine with Python >= 3.11 and make:
 #   make demo   -- installs the package in .venv and runs the demo on the embedded real data
 #   make test   -- installs the test extras in .venv and runs the test suite (incl. doctests, notebooks)
 PYTHON ?= python3
