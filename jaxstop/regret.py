@@ -413,6 +413,41 @@ def _predict_chunked(post, Xq, chunk_size: int):
     return mean.reshape(-1)[:m], var.reshape(-1)[:m]
 
 
+def _lcb_value_and_grad(post, Kinv, sqrt_beta, x):
+    """LCB ``mean - sqrt(beta) sd`` at the rows of ``x`` (shape (s, d)) and its gradient in ``x``,
+    from ``K^-1`` (``Kinv``, the inverse of the posterior's covariance).
+
+    With ``u = K^-1 k(x)``, ``var = a - k . u`` and
+    ``grad LCB = sum_i (alpha_i + sqrt(beta) u_i / sd) grad k_i``, where for Matern-5/2
+    ``grad k_i = -(5/3) a (1 + sqrt5 r_i) exp(-sqrt5 r_i) (x - x_i) / lengthscale^2``
+    (``r_i`` the scaled distance to training row ``i``, ``a`` the amplitude): one product
+    with ``K^-1``, where the value and a reverse pass through :func:`jaxstop.gp.predict`
+    take two with ``L^-1``. Below a variance of ``tiny`` the sd is ``sqrt(tiny)`` with no
+    gradient, as in ``sqrt(maximum(var, tiny))``.
+    """
+    p = post.params
+    dt = x.dtype
+    tiny = jnp.finfo(dt).tiny
+    inv_ls = jnp.exp(-p.log_lengthscales)
+    amp = jnp.exp(p.log_amplitude)
+    Xs = post.X * inv_ls[None, :]
+    xs = x * inv_ls[None, :]
+    r2 = jnp.maximum(jnp.sum(xs * xs, axis=1)[:, None] + jnp.sum(Xs * Xs, axis=1)[None, :] - 2 * (xs @ Xs.T), 0)
+    r = jnp.sqrt(r2 + tiny)
+    e = jnp.exp(-gp._SQRT5 * r)
+    real = post.mask[None, :]
+    H = jnp.where(real, (1 + gp._SQRT5 * r) * e, 0)
+    k = jnp.where(real, amp * (H + (5.0 / 3.0) * r2 * e), 0)
+    u = k @ Kinv
+    var = amp - jnp.sum(k * u, axis=1)
+    pos = var > tiny
+    sd = jnp.sqrt(jnp.where(pos, var, tiny))
+    f = p.mean + k @ post.alpha - sqrt_beta * sd
+    w = (post.alpha[None, :] + jnp.where(pos, sqrt_beta / sd, 0)[:, None] * u) * H
+    g = (x * jnp.sum(w, axis=1)[:, None] - w @ post.X) * (-(5.0 / 3.0) * amp * inv_ls * inv_ls)[None, :]
+    return f, g
+
+
 def _refine(post, sqrt_beta, x0, dim_mask, steps: int):
     """Projected descent on the LCB from several starts at once.
 
@@ -421,41 +456,14 @@ def _refine(post, sqrt_beta, x0, dim_mask, steps: int):
     keeps the move only if the LCB went down; the step doubles after a success and
     halves after a failure. The LCB of every start is therefore non-increasing.
 
-    The steps use the LCB and its analytic gradient from ``K^-1`` (formed once):
-    with ``u = K^-1 k(x)``, ``var = a - k . u`` and
-    ``grad LCB = sum_i (alpha_i + sqrt(beta) u_i / sd) grad k_i``, where for Matern-5/2
-    ``grad k_i = -(5/3) a (1 + sqrt5 r_i) exp(-sqrt5 r_i) (x - x_i) / lengthscale^2``:
-    one product with ``K^-1`` per step instead of two with ``L^-1`` (value and reverse
-    pass). The LCB values returned are evaluated again with :func:`jaxstop.gp.predict`'s
+    The steps use :func:`_lcb_value_and_grad` (``K^-1`` formed once, one product per
+    step). The LCB values returned are evaluated again in :func:`jaxstop.gp.predict`'s
     form (``a - |L^-1 k|^2``, free of ``K^-1``'s larger rounding for small variances).
     """
     dt = x0.dtype
-    p = post.params
-    inv_ls = jnp.exp(-p.log_lengthscales)
-    ls = jnp.exp(p.log_lengthscales) * dim_mask.astype(dt)
-    amp = jnp.exp(p.log_amplitude)
+    ls = jnp.exp(post.params.log_lengthscales) * dim_mask.astype(dt)
     tiny = jnp.finfo(dt).tiny
-    Xs = post.X * inv_ls[None, :]
-    x2 = jnp.sum(Xs * Xs, axis=1)
-    Kinv = _linalg.inv_from_tri_inv(post.chol_inv)
-    real = post.mask[None, :]
-    grad_scale = -(5.0 / 3.0) * amp * inv_ls * inv_ls
-
-    def value_and_grad(x):
-        xs = x * inv_ls[None, :]
-        r2 = jnp.maximum(jnp.sum(xs * xs, axis=1)[:, None] + x2[None, :] - 2 * (xs @ Xs.T), 0)
-        r = jnp.sqrt(r2 + tiny)
-        e = jnp.exp(-gp._SQRT5 * r)
-        H = jnp.where(real, (1 + gp._SQRT5 * r) * e, 0)
-        k = jnp.where(real, amp * (H + (5.0 / 3.0) * r2 * e), 0)
-        u = k @ Kinv
-        var = amp - jnp.sum(k * u, axis=1)
-        pos = var > tiny
-        sd = jnp.sqrt(jnp.where(pos, var, tiny))
-        f = p.mean + k @ post.alpha - sqrt_beta * sd
-        w = (post.alpha[None, :] + jnp.where(pos, sqrt_beta / sd, 0)[:, None] * u) * H
-        g = (x * jnp.sum(w, axis=1)[:, None] - w @ post.X) * grad_scale[None, :]
-        return f, g
+    value_and_grad = partial(_lcb_value_and_grad, post, _linalg.inv_from_tri_inv(post.chol_inv), sqrt_beta)
 
     def step(carry, _):
         x, f, g, size = carry

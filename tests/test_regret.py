@@ -26,7 +26,7 @@ import scipy.stats
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jaxstop import gp, regret
+from jaxstop import _linalg, gp, regret
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -362,6 +362,35 @@ def test_refinement_never_raises_lcb_min(post9, seed, beta):
     ref = regret.regret_bound(post, post.X, None, cand, beta, refine_steps=30)
     assert float(ref.lcb_min) <= float(grid.lcb_min)
     assert float(ref.ucb_min) == float(grid.ucb_min)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_refinement_lcb_gradient_matches_finite_differences_of_dense_gp(seed):
+    """The refinement's LCB and analytic gradient (from K^-1) against the dense NumPy GP
+    and its central differences; padded training rows have no effect."""
+    rng = np.random.default_rng(seed)
+    m, d, pad = 40 + 10 * seed, 2 + 3 * seed, 5
+    X = rng.uniform(size=(m, d))
+    y = np.sin(4 * X[:, 0]) + X[:, -1] ** 2 + 0.05 * rng.normal(size=m)
+    amp, ls, noise, mean = 1.3, rng.uniform(0.2, 0.9, d), 10.0 ** (-2 - seed), 0.2
+    predict = np_posterior(X, y, amp, ls, noise, mean)
+    Xp = np.concatenate([X, rng.uniform(size=(pad, d))])
+    yp = np.concatenate([y, rng.normal(size=pad) * 1e3])
+    post = gp.posterior(gp.params(amp, ls, noise, mean=mean), jnp.asarray(Xp), jnp.asarray(yp),
+                        jnp.asarray(np.arange(m + pad) < m))
+    Kinv = _linalg.inv_from_tri_inv(post.chol_inv)
+    sb = 1.7
+    x = np.concatenate([rng.uniform(size=(6, d)), X[:2] + 1e-3])
+    f, g = regret._lcb_value_and_grad(post, Kinv, sb, jnp.asarray(x))
+
+    def lcb(z):
+        mu, var = predict(z)
+        return mu - sb * np.sqrt(var)
+
+    np.testing.assert_allclose(f, lcb(x), rtol=1e-10, atol=1e-10)
+    h = 1e-6
+    fd = np.stack([(lcb(x + h * e) - lcb(x - h * e)) / (2 * h) for e in np.eye(d)], axis=1)
+    np.testing.assert_allclose(g, fd, rtol=1e-5, atol=1e-6 * np.max(np.abs(fd)))
 
 
 def test_padded_dimensions_stay_at_zero(post9):
