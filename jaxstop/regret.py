@@ -430,9 +430,7 @@ def _lcb_value_and_grad(post, Kinv, sqrt_beta, x):
     tiny = jnp.finfo(dt).tiny
     inv_ls = jnp.exp(-p.log_lengthscales)
     amp = jnp.exp(p.log_amplitude)
-    Xs = post.X * inv_ls[None, :]
-    xs = x * inv_ls[None, :]
-    r2 = jnp.maximum(jnp.sum(xs * xs, axis=1)[:, None] + jnp.sum(Xs * Xs, axis=1)[None, :] - 2 * (xs @ Xs.T), 0)
+    r2 = gp._sq_dist(x * inv_ls[None, :], post.X * inv_ls[None, :])
     r = jnp.sqrt(r2 + tiny)
     e = jnp.exp(-gp._SQRT5 * r)
     real = post.mask[None, :]
