@@ -21,9 +21,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import statistics
-import subprocess
 import sys
 import time
 from datetime import datetime, timezone
@@ -37,6 +35,7 @@ import jax  # noqa: E402
 import numpy as np  # noqa: E402
 
 from jaxstop import bos  # noqa: E402
+from machine import describe  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)  # float64 runs need it; float32 inputs stay float32
 
@@ -195,19 +194,6 @@ def batch_problems(num_trials, seed=0):
     return prefixes, best, k1
 
 
-def machine():
-    model = platform.processor() or platform.machine()
-    try:
-        for line in subprocess.run(
-            ["lscpu"], capture_output=True, text=True, check=False
-        ).stdout.splitlines():
-            if line.startswith("Model name"):
-                model = line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return f"{model}, {os.cpu_count()} logical CPUs, {platform.system()} {platform.release()}"
-
-
 # --------------------------------------------------------------------------------------
 # Main
 # --------------------------------------------------------------------------------------
@@ -317,7 +303,7 @@ def main(argv=None):
         "# BO-BOS solve benchmark (`jaxstop.bos`)",
         "",
         f"- Date: {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}",
-        f"- Machine: {machine()}; JAX {jax.__version__} on {jax.devices()[0].platform}",
+        f"- Machine: {describe()}; JAX {jax.__version__} on {jax.devices()[0].platform}",
         f"- Command: `{command}`",
         f"- Median of {repeats} runs after a first (compiling) call; compile = first call - median run.",
         (

@@ -50,6 +50,7 @@ from scipy import integrate, special, stats
 import jaxstop
 import jaxstop.confidence as conf
 from jaxstop.confidence import confidence_curve, confidence_curve_batch
+from machine import cpu
 
 OUT = Path(__file__).resolve().parent / "out" / "bench_confidence.md"
 
@@ -376,7 +377,7 @@ def main(argv=None):
         f"{datetime.datetime.now().isoformat(timespec='seconds')}\n\n"
         f"- command: `{cmd}`\n"
         f"- machine: {platform.platform()}; "
-        f"processor: {platform.processor() or platform.machine()}; "
+        f"processor: {cpu()}; "
         f"{os.cpu_count()} logical CPUs\n"
         f"- jax {jax.__version__}, devices: {jax.devices()}; numpy {np.__version__}; "
         f"XLA_FLAGS={os.environ.get('XLA_FLAGS', '(unset)')!r}; jaxstop compiled with "

@@ -17,7 +17,6 @@ import os
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import argparse  # noqa: E402
-import platform  # noqa: E402
 import statistics  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
@@ -30,6 +29,7 @@ jax.config.update("jax_enable_x64", True)  # float64 available; each case picks 
 import jax.numpy as jnp  # noqa: E402
 
 from jaxstop import gp  # noqa: E402
+from machine import cpu  # noqa: E402
 
 N, D, M = 100, 9, 2048
 
@@ -81,7 +81,7 @@ def main(argv=None):
     dtypes = {"float32": (jnp.float32,), "float64": (jnp.float64,), "both": (jnp.float32, jnp.float64)}[args.dtype]
 
     device = jax.devices()[0]
-    machine = f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, {device.platform}: {device.device_kind}"
+    machine = f"{cpu()}, {device.platform}: {device.device_kind}"
     rows = []
     for dtype in dtypes:
         X, y, Xq = make_data(jax.random.key(0), batch, dtype)

@@ -51,7 +51,6 @@ import argparse  # noqa: E402
 import datetime  # noqa: E402
 import hashlib  # noqa: E402
 import json  # noqa: E402
-import platform  # noqa: E402
 import statistics  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
@@ -70,6 +69,7 @@ jax.config.update("jax_enable_x64", True)
 import jax.numpy as jnp  # noqa: E402
 
 from jaxstop import regret  # noqa: E402
+from machine import cpu  # noqa: E402
 
 SETTINGS = {
     "jaxstop": {},
@@ -264,13 +264,13 @@ def main(argv=None):
             print(f"batch d={d} {mode}: {done} studies in {t:.2f} s ({t / done * 1e3:.2f} ms each); "
                   f"throughput x{per_study_optuna[(n_b, d)] / (t / done):.1f}", flush=True)
 
-    cpu = platform.processor() or platform.machine()
+    cpu_text = cpu()
     dev = jax.devices()[0]
     where = "" if backend == "cpu" else f"; jaxstop on {backend} ({dev.device_kind})"
     if args.optuna_from is None:
-        anchor.save(args.optuna_out, machine=f"{cpu}, {os.cpu_count()} cores")
+        anchor.save(args.optuna_out, machine=f"{cpu_text}")
     lines = ["# Regret bound with GP fit: jaxstop vs Optuna 5.0 `RegretBoundEvaluator`", "",
-             f"Machine: {cpu}, {os.cpu_count()} cores{f', pinned to core {args.pin}' if args.pin is not None else ''}"
+             f"Machine: {cpu_text}{f', pinned to core {args.pin}' if args.pin is not None else ''}"
              f"{where}; jax {jax.__version__}, {anchor.versions}; one thread each on CPU; "
              f"float64 unless marked float32; synthetic studies (sum of squares + sine + noise); "
              f"median of {rep_j} (jaxstop) / {rep_o} (Optuna) runs{' (--quick)' if args.quick else ''}.", "",

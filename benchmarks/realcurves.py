@@ -7,17 +7,13 @@ tables or the LCBench surrogate; the helpers summarise simulated runs.
 
 from __future__ import annotations
 
-import os
-import platform
-import subprocess
-
 import numpy as np
 
 from datasets import lcbench_curves, lcbench_from_unit, load_opda
 
 from jaxstop import sim
 
-__all__ = ["CurveData", "load_curves", "anytime_error", "fraction_to_match", "machine", "se"]
+__all__ = ["CurveData", "load_curves", "anytime_error", "fraction_to_match", "se"]
 
 
 class CurveData:
@@ -71,17 +67,6 @@ def fraction_to_match(curve, target, grid, reference):
     bad = np.flatnonzero(~ok)
     first = 0 if bad.size == 0 else bad[-1] + 1
     return float(grid[first] / reference)
-
-
-def machine():
-    model = platform.processor() or platform.machine()
-    try:
-        for line in subprocess.run(["lscpu"], capture_output=True, text=True, check=False).stdout.splitlines():
-            if line.startswith("Model name"):
-                model = line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return f"{model}, {os.cpu_count()} logical CPUs, {platform.system()} {platform.release()}"
 
 
 def se(x):

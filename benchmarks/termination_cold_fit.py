@@ -34,7 +34,6 @@ for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1")
 
 import argparse  # noqa: E402
-import platform  # noqa: E402
 import statistics  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
@@ -50,6 +49,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from bench_termination import make_study  # noqa: E402
+from machine import cpu  # noqa: E402
 from termination_profile import _median_ms  # noqa: E402
 
 from jaxstop import _linalg, gp, regret  # noqa: E402
@@ -243,10 +243,10 @@ def main(argv=None):
             costs += parts(n, d, 5 * args.repeats, rng)
             print(f"n={n} d={d} done", file=sys.stderr, flush=True)
         invs += inverses(n, 5 * args.repeats, rng)
-    cpu = platform.processor() or platform.machine()
+    cpu_text = cpu()
     pin = f", pinned to core {args.pin}" if args.pin is not None else ""
     text = (
-        f"Machine: {cpu}, {os.cpu_count()} cores{pin}; jax {jax.__version__}; one thread; float64 unless marked; "
+        f"Machine: {cpu_text}{pin}; jax {jax.__version__}; one thread; float64 unless marked; "
         f"{args.studies} studies per (n, d), medians of {args.repeats} (fits) / {5 * args.repeats} (parts) runs.\n\n"
         "Fits (objective gap: to a 200-step fit, nats, median / worst; a negative gap is a better optimum):\n\n"
         "| n | d | fit | ms per study | speed-up | coarse / float32 steps (mean) | final steps mean / max | "

@@ -42,7 +42,6 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import argparse  # noqa: E402
 import multiprocessing as mp  # noqa: E402
-import platform  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -54,6 +53,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
 import datasets  # noqa: E402
+from machine import cpu  # noqa: E402
 
 # Table 3 of the paper: method -> (RTC RF, RTC XGB, RYC RF, RYC XGB)
 TABLE3 = {
@@ -247,7 +247,7 @@ def main(argv=None):
     algo_of = tr.algo[traces]
     auth = authors_scores(traces, tr)
 
-    machine = f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores"
+    machine = cpu()
     lines = ["# Automatic termination on the authors' CV traces (Makarova et al., 2022, Table 3)", "",
              f"{len(traces)} traces ({int(np.sum(algo_of == 'RF'))} RF, {int(np.sum(algo_of == 'XGB'))} XGB)"
              f"{' (--quick subset)' if args.quick else ''}; machine: {machine}; "

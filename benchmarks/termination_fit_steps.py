@@ -22,8 +22,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import sys
 from pathlib import Path
 
@@ -36,6 +34,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from bench_termination import make_study  # noqa: E402
+from machine import cpu  # noqa: E402
 
 from jaxstop import regret  # noqa: E402
 
@@ -84,7 +83,7 @@ def main(argv=None):
                   f"max {u.max()}", flush=True)
     lines = [
         "# Regret bound against GP fit steps", "",
-        (f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores; "
+        (f"Machine: {cpu()}; "
          f"jax {jax.__version__}; float64; {studies} synthetic studies per (n, d) "
          f"(bench_termination.make_study); reference: {REFERENCE} steps; "
          f"candidates: 512 random points (same key), refined; fits stop early at {tol_text}, "

@@ -23,7 +23,6 @@ for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1")
 
 import argparse  # noqa: E402
-import platform  # noqa: E402
 import statistics  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
@@ -38,6 +37,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from bench_termination import make_study  # noqa: E402
+from machine import cpu  # noqa: E402
 
 from jaxstop import gp, regret  # noqa: E402
 
@@ -94,10 +94,10 @@ def main(argv=None):
         calls.append((vg, (p,)))
         rows += [(n, w, t) for w, t in zip(names, _median_ms(calls, args.repeats))]
         print(f"n={n} done", file=sys.stderr, flush=True)
-    cpu = platform.processor() or platform.machine()
+    cpu_text = cpu()
     pin = f", pinned to core {args.pin}" if args.pin is not None else ""
     text = (
-        f"Machine: {cpu}, {os.cpu_count()} cores{pin}; jax {jax.__version__}; float64; d = {args.d}; "
+        f"Machine: {cpu_text}{pin}; jax {jax.__version__}; float64; d = {args.d}; "
         f"median of {args.repeats} calls after a warm-up call, the rows of one n timed round-robin.\n\n"
         "| n | what | ms |\n|---|---|---|\n" + "".join(f"| {n} | {w} | {t:.2f} |\n" for n, w, t in rows)
     )

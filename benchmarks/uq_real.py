@@ -60,7 +60,8 @@ import jax.numpy as jnp  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from realcurves import CurveData, anytime_error, fraction_to_match, load_curves, machine, se  # noqa: E402
+from realcurves import CurveData, anytime_error, fraction_to_match, load_curves, se  # noqa: E402
+from machine import describe  # noqa: E402
 
 from jaxstop import sim  # noqa: E402
 from jaxstop.policies.halving import bohb, halving_schedule, hyperband, sh  # noqa: E402
@@ -209,7 +210,7 @@ def write(args, rows, curves, timings, seeds, total, skipped):
         "",
         f"- Generated {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC by `benchmarks/uq_real.py"
         f"{' --quick' if args.quick else ''}`; {seeds} seeds per policy, eta = 3, float32.",
-        f"- Machine: {machine()}; JAX {jax.__version__} on {jax.devices()[0].platform}; total {total:.0f} s.",
+        f"- Machine: {describe()}; JAX {jax.__version__} on {jax.devices()[0].platform}; total {total:.0f} s.",
         "- Regret: returned configuration's fully-trained validation error minus the table's best, in "
         "percentage points (mean +- s.e.). Reduction = 1 - regret(UQ) / regret(plain). Budget: epochs "
         "(evaluations for DeBERTa); the plain budget is the schedule's, 'spent' the mean actually spent.",

@@ -567,7 +567,6 @@ def _prob_best_prep(mu, sigma, valid, far=jnp.inf):
     and the cut on ``L`` beyond which nodes are skipped (:func:`_panel_sums`).
     """
     dtype = mu.dtype
-    n = mu.shape[0]
     levels, order = _rule(dtype)
     c = jnp.asarray(_C, dtype)
     big = jnp.asarray(jnp.finfo(dtype).max, dtype)
