@@ -35,8 +35,13 @@ Output: ``benchmarks/out/bench_termination.md``, and Optuna's medians per (n, d)
 ``benchmarks/out/optuna_times.json``. On a machine without Optuna and torch (an
 accelerator host, say), ``--optuna-from`` takes those medians from a CPU run of the same
 script instead of timing Optuna; the studies are the same (one seeded generator), and the
-table then says where the anchor was measured. The batch is one vmapped call unless
-``--chunk`` splits it (on CPU, jaxstop maps a vmapped batch of fits in small groups).
+table then says where the anchor was measured. The medians of a full CPU run are kept in
+``benchmarks/data/anchors/`` (the file names the machine)::
+
+    python benchmarks/bench_termination.py --optuna-from benchmarks/data/anchors/optuna_termination_xeon_f6m207.json
+
+The batch is one vmapped call unless ``--chunk`` splits it (on CPU, jaxstop maps a
+vmapped batch of fits in small groups).
 """
 
 from __future__ import annotations

@@ -921,7 +921,9 @@ def fit_regret_bound(
             unit of log hyperparameter) exceeds this; 0 = always ``fit_steps`` steps.
             ``fit_info.steps`` reports the steps taken. The default 1e-2 is the gradient
             tolerance of Optuna's L-BFGS-B fit of the same GP (``gtol`` of
-            ``optuna._gp.gp.fit_kernel_params``); against a converged fit the bound moves
+            ``optuna._gp.gp.fit_kernel_params``; Optuna's lengthscale coordinates are log
+            inverse squared lengthscales, in which the same gradient is half as large, so its
+            stop is up to 2x looser there); against a converged fit the bound moves
             by at most about 3e-4 of itself on the studies of ``benchmarks/RESULTS.md``;
             1e-4 takes about two steps more. A fit that needs more than ``fit_steps``
             steps stops at that cap first (on one small noisy test study: 1.2e-3).
