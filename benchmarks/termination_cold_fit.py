@@ -52,7 +52,8 @@ from bench_termination import make_study  # noqa: E402
 from machine import cpu  # noqa: E402
 from termination_profile import _median_ms  # noqa: E402
 
-from jaxstop import _linalg, gp, regret  # noqa: E402
+from jaxstop._src import linalg as _linalg
+from jaxstop import gp, regret  # noqa: E402
 
 MIN_NOISE = 1e-6
 

@@ -20,9 +20,9 @@ from jaxstop import gp as gp
 from jaxstop import policies as policies
 from jaxstop import regret as regret
 from jaxstop import sim as sim
-from jaxstop._compile import compiler_options as compiler_options
-from jaxstop._io import load as load
-from jaxstop._io import save as save
+from jaxstop._src.compile import compiler_options as compiler_options
+from jaxstop._src.io import load as load
+from jaxstop._src.io import save as save
 
 __version__ = "0.1.0"
 

@@ -58,7 +58,7 @@ import tinygp
 from jax import lax
 from jax.typing import ArrayLike
 
-from jaxstop import _checks, _linalg
+from jaxstop._src import checks as _checks, linalg as _linalg
 
 __all__ = [
     "ACTION_CONTINUE",

@@ -36,7 +36,7 @@ from jax.typing import ArrayLike
 from tinygp import kernels, transforms
 from tinygp.kernels.distance import L2Distance
 
-from jaxstop import _checks, _linalg
+from jaxstop._src import checks as _checks, linalg as _linalg
 
 __all__ = [
     "GPParams",

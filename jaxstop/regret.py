@@ -50,7 +50,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.typing import ArrayLike
 
-from jaxstop import _batching, _checks, _linalg, gp
+from jaxstop._src import batching as _batching, checks as _checks, linalg as _linalg
+from jaxstop import gp
 
 __all__ = [
     "RegretBound",
@@ -808,7 +809,7 @@ def _fit_and_bound(key, X, y, avail, init, cand, dim_mask, size, delta, scale, c
     """Top set -> standardise -> ML-II fit (warm start ``init``, ``init_h``) -> Eq. (8); one study.
 
     Under ``vmap`` on CPU the studies are fitted in small groups, each until it converges
-    (:mod:`jaxstop._batching`), not all in lockstep."""
+    (:mod:`jaxstop._src.batching`), not all in lockstep."""
     return _grouped_fit_and_bound(cfg)(key, X, y, avail, init, cand, dim_mask, size, delta, scale, init_h)
 
 
@@ -889,7 +890,7 @@ def fit_regret_bound(
     ``fit_steps`` quasi-Newton (BFGS) steps of one evaluation each from ``init``, and
     evaluates :func:`regret_bound` with ``beta`` from (``beta_size``, ``t``). The fit
     stops early once converged (``fit_tol``); under ``vmap`` on CPU each study stops on its
-    own (studies run in small groups, :mod:`jaxstop._batching`), elsewhere a batch costs
+    own (studies run in small groups, :mod:`jaxstop._src.batching`), elsewhere a batch costs
     what its slowest study costs, at most ``fit_steps`` evaluations. In a running study pass the
     previous call's ``params`` as ``init`` and its ``inv_hessian`` as
     ``init_inv_hessian``: the steps then start from the previous optimum with its

@@ -1,11 +1,11 @@
-"""Grouped batching of per-study kernels (jaxstop._batching) against plain vmap and loops."""
+"""Grouped batching of per-study kernels (jaxstop._src.batching) against plain vmap and loops."""
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxstop import _batching
+from jaxstop._src import batching as _batching
 
 
 def kernel(x, n):

@@ -1,4 +1,4 @@
-"""The compile options recommended for programs that call jaxstop (jaxstop._compile)."""
+"""The compile options recommended for programs that call jaxstop (jaxstop._src.compile)."""
 
 import jax
 import jax.numpy as jnp

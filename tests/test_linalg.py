@@ -4,7 +4,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxstop import _linalg
+from jaxstop._src import linalg as _linalg
 
 
 def spd(key, batch, n):

@@ -27,7 +27,8 @@ import scipy.stats
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jaxstop import _linalg, gp, regret
+from jaxstop._src import linalg as _linalg
+from jaxstop import gp, regret
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -89,7 +89,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.typing import ArrayLike
 
-from jaxstop import _checks, gp, regret
+from jaxstop._src import checks as _checks
+from jaxstop import gp, regret
 from jaxstop.policies._base import Job, Policy, Result, make_job
 
 __all__ = [

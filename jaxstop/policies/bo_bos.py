@@ -99,7 +99,8 @@ import numpy as np
 from jax import custom_batching, lax
 from jax.typing import ArrayLike
 
-from jaxstop import _checks, bos, gp
+from jaxstop._src import checks as _checks
+from jaxstop import bos, gp
 from jaxstop.policies._base import Job, Policy, Result, make_job
 
 __all__ = ["BoBosInfo", "BoBosParams", "BoBosState", "bo_bos", "gp_ucb", "default_intermediate_epochs"]

@@ -103,7 +103,8 @@ import numpy as np
 from jax import lax
 from jax.typing import ArrayLike
 
-from jaxstop import _checks, confidence
+from jaxstop._src import checks as _checks
+from jaxstop import confidence
 from jaxstop.policies._base import Job, Policy, Result, make_job
 
 __all__ = [

@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 from jax.typing import ArrayLike
 
-from jaxstop import _checks
+from jaxstop._src import checks as _checks
 from jaxstop.policies._base import Job, Policy, Result, make_job
 
 __all__ = ["random_search", "RandomSearchState", "RandomSearchInfo"]
