@@ -17,7 +17,8 @@ import pytest
 from hypothesis import given, settings
 from scipy import integrate, special, stats
 
-import jaxstop.confidence as conf
+from jaxstop._src import numerics
+from jaxstop.confidence import _batch, _curves, _keep, _quadrature, _validate
 from jaxstop.confidence import (
     confidence_curve,
     confidence_curve_batch,
@@ -37,7 +38,7 @@ HYP = settings(max_examples=25, deadline=None, derandomize=True)
 # Most tests use problems of 6 candidates so that compiled functions are shared.
 MU6 = np.array([0.31, 0.30, 0.36, 0.33, 0.42, 0.39])
 SIGMA6 = np.array([0.03, 0.02, 0.04, 0.03, 0.05, 0.02])
-choose_k = jax.jit(conf._choose_k, static_argnames="rule")
+choose_k = jax.jit(_keep._choose_k, static_argnames="rule")
 
 
 @jax.jit
@@ -45,6 +46,67 @@ choose_k = jax.jit(conf._choose_k, static_argnames="rule")
 def keep_count_vmapped(mu, sigma, delta, budget, mask):
     """keep_count over a batch of problems of 6 candidates, traced once per session."""
     return jax.vmap(keep_count, in_axes=(0, 0, 0, None, 0))(mu, sigma, delta, budget, mask)
+
+
+EPS = np.finfo(np.float64).eps
+
+
+def p_rtol(n):
+    """Relative tolerance for probabilities (and curves) that two float64 programs computed.
+
+    Padded and exact-size arrays, vmap and a loop, jit and eager, other block or batch sizes
+    are different programs; they sum in other orders and round differently (by amounts that
+    depend on the CPU's vector width). Every p_i is a sum of non-negative terms
+    ``w_k exp(L_k) h_ki`` over 208 nodes, normalised by their total; so its relative error
+    is bounded by the node factor's: ``L_k`` sums n log-survivals, each off by ~7 eps
+    absolute (erfcx to 1.6e-15), plus the summation's (n / 8 + 4) eps relative of
+    ``|L_k| <= ~50`` at the nodes evaluated; the hazard ~10 eps; the node sum 208 eps and
+    the normalisation n + 1 eps. Per program (7 n + 50 (n / 8 + 4) + n + 219) eps < (15 n +
+    420) eps; two programs: twice that (~2e-13 for 6 candidates, 2e-11 for 3,000). The
+    cuts (irrelevant candidates, skipped panels) add at most ~2e-19 absolute. Masking or
+    blocking bugs move probabilities at the percent level.
+    """
+    return 2 * (15 * n + 420) * EPS
+
+
+P_ATOL = 1e-18  # the cuts of the rule (see p_rtol)
+
+
+def assert_keep_counts_agree(a, b, budget, n):
+    """Two KeepCounts of one problem from different programs: floats up to rounding
+    (``p_rtol``; zeta is a difference of two such probabilities, gain is budget times zeta
+    over k (k - 1)), and the decisions exactly where they are robust, which is checked
+    here on ``a`` (the argmax rule).
+
+    k* maximises F(k) = sum_{j > k} (gain_j - cost_j); rounding moves F by at most
+    tol (1 + 2 budget). Where several k are that close to the maximum (typically a last
+    candidate with zero cost and a gain that is rounding noise, ~1e-16), k* itself is
+    decided by rounding, and the test only asks that b's k* is one of them and that they
+    all give the same tau and k (equal tail sums 1 - P_k, e.g. zero costs in between).
+    k counts the tail sums above 1 - P_{k*}: those must differ from it by more than their
+    rounding, or be equal exactly.
+    """
+    tol = p_rtol(n)
+    for name in ("cost", "curve", "tau"):
+        np.testing.assert_allclose(np.asarray(getattr(b, name)), np.asarray(getattr(a, name)), rtol=tol, atol=P_ATOL,
+                                   err_msg=name)
+    np.testing.assert_allclose(np.asarray(b.zeta), np.asarray(a.zeta), rtol=0, atol=2 * tol)
+    np.testing.assert_allclose(np.asarray(b.gain), np.asarray(a.gain), rtol=0, atol=2 * tol * max(budget, 1.0))
+    for name in ("k", "keep", "order", "num_valid", "num_invalid", "num_bad_delta"):
+        np.testing.assert_array_equal(np.asarray(getattr(b, name)), np.asarray(getattr(a, name)), err_msg=name)
+    nv = int(a.num_valid)
+    if nv < 2:
+        assert int(b.k_star) == int(a.k_star)
+        return
+    cost, gain = np.asarray(a.cost, float)[:nv], np.asarray(a.gain, float)[:nv]
+    net = np.where(np.arange(1, nv + 1) >= 2, gain - cost, 0.0)
+    f = np.array([net[k:].sum() for k in range(1, nv + 1)])
+    after = np.array([cost[k:].sum() for k in range(1, nv + 1)])  # 1 - P_k
+    near = np.flatnonzero(f >= f.max() - tol * (1 + 2 * budget)) + 1  # candidate k*
+    assert int(a.k_star) in near and int(b.k_star) in near
+    assert np.all(after[near - 1] == after[int(a.k_star) - 1]), "k sits on a knife edge"
+    gap = np.abs(after - after[int(a.k_star) - 1])
+    assert np.all((gap == 0) | (gap > tol)), "k sits on a knife edge"
 
 
 # ----------------------------------------------------------------------------
@@ -216,11 +278,11 @@ def keep_case_oracle():
 def test_survival_function_building_blocks_match_scipy():
     """The erfcx polynomial, S = 1 - Phi and the hazard against scipy.special."""
     a = np.concatenate([np.linspace(0.0, 12.0 / np.sqrt(2.0), 4001), np.geomspace(1e-12, 1.0, 200)])
-    r = np.asarray(jax.jit(conf._erfcx)(jnp.asarray(a)))
+    r = np.asarray(jax.jit(numerics.erfcx)(jnp.asarray(a)))
     np.testing.assert_allclose(r, special.erfcx(a), rtol=5e-15, atol=0)
     z = np.concatenate([np.linspace(-40.0, 12.0, 5201), [-np.inf, 15.0]])
     zc = np.minimum(z, 12.0)
-    gauss, sf = (np.asarray(v) for v in jax.jit(conf._gauss_and_sf)(jnp.asarray(z)))
+    gauss, sf = (np.asarray(v) for v in jax.jit(numerics.gauss_and_sf)(jnp.asarray(z)))
     ref = special.ndtr(-zc)
     # XLA flushes subnormal results to zero
     tiny = np.finfo(np.float64).tiny
@@ -231,16 +293,16 @@ def test_survival_function_building_blocks_match_scipy():
     np.testing.assert_allclose(sf[~up], ref[~up], rtol=0, atol=5e-16)
     # hazards and grouped log-survival sums, padded to whole groups of 8
     zm = jnp.asarray(z[:5200].reshape(26, 200))
-    h, total = (np.asarray(v) for v in jax.jit(conf._hazard_and_log_sf_sum)(zm))
+    h, total = (np.asarray(v) for v in jax.jit(numerics.hazard_and_log_sf_sum)(zm))
     zz = np.minimum(z[:5200].reshape(26, 200), 12.0)
     np.testing.assert_allclose(h, np.exp(-0.5 * zz * zz) / special.ndtr(-zz), rtol=1e-13, atol=tiny)
     np.testing.assert_allclose(total, special.log_ndtr(-zz).sum(axis=1), rtol=1e-14, atol=1e-15)
     # float32: the degree-10 polynomial; S = 1 - T near 1 is exact to an ulp of 1 absolute
     a32 = a.astype(np.float32)
-    r32 = np.asarray(jax.jit(conf._erfcx)(jnp.asarray(a32)), float)
+    r32 = np.asarray(jax.jit(numerics.erfcx)(jnp.asarray(a32)), float)
     # (the rounding of the rational map s near a = 0 dominates: 6e-7 at degree 18 as well)
     np.testing.assert_allclose(r32, special.erfcx(a32.astype(float)), rtol=1e-6, atol=0)
-    h32, total32 = jax.jit(conf._hazard_and_log_sf_sum)(zm.astype(jnp.float32))
+    h32, total32 = jax.jit(numerics.hazard_and_log_sf_sum)(zm.astype(jnp.float32))
     assert h32.dtype == jnp.float32
     z32 = np.asarray(zm.astype(jnp.float32), float)
     h_ref = np.exp(-0.5 * z32**2) / special.ndtr(-z32)
@@ -262,10 +324,10 @@ def test_float64_log_series_matches_numpy():
         2.0 ** np.arange(-1022.0, 1024.0, 37.0),
         [np.finfo(float).tiny, np.finfo(float).max, np.sqrt(2.0), np.nextafter(np.sqrt(2.0), 3.0)],
     ])
-    got = np.asarray(jax.jit(conf._log_normal64)(jnp.asarray(x)))
+    got = np.asarray(jax.jit(numerics.log_normal64)(jnp.asarray(x)))
     np.testing.assert_allclose(got, np.log(x), rtol=5e-16, atol=0)
-    assert float(conf._log_normal64(jnp.float64(1.0))) == 0.0
-    d = np.asarray(jax.vmap(jax.grad(conf._log_normal64))(jnp.asarray(x[:200])))
+    assert float(numerics.log_normal64(jnp.float64(1.0))) == 0.0
+    d = np.asarray(jax.vmap(jax.grad(numerics.log_normal64))(jnp.asarray(x[:200])))
     np.testing.assert_allclose(d, 1.0 / x[:200], rtol=1e-15, atol=np.finfo(float).tiny)
 
 
@@ -279,9 +341,9 @@ def test_stable_argsort_matches_numpy(dtype, rng):
         if n >= 7:
             k[:, 1], k[:, 2], k[:, 4], k[:, 5], k[:, 6] = -0.0, 0.0, np.inf, -np.inf, np.inf
         ref = np.argsort(k, axis=1, kind="stable")
-        got = np.asarray(jax.jit(jax.vmap(conf._stable_argsort))(jnp.asarray(k)))
+        got = np.asarray(jax.jit(jax.vmap(numerics.stable_argsort))(jnp.asarray(k)))
         np.testing.assert_array_equal(got, ref)
-        np.testing.assert_array_equal(np.asarray(jax.jit(conf._stable_argsort)(jnp.asarray(k[0]))), ref[0])
+        np.testing.assert_array_equal(np.asarray(jax.jit(numerics.stable_argsort)(jnp.asarray(k[0]))), ref[0])
 
 
 @pytest.mark.parametrize("width", [8, 32, 64, 200])
@@ -292,15 +354,15 @@ def test_log_survival_sums_every_tile_width(width, rng):
     z = rng.uniform(-45.0, 14.0, (24, width))
     z[0, 0], z[1, :3], z[2, -1] = -np.inf, -1e154, 13.0
     tiny = np.finfo(np.float64).tiny
-    h, total = (np.asarray(v) for v in jax.jit(conf._hazard_and_log_sf_sum)(jnp.asarray(z)))
+    h, total = (np.asarray(v) for v in jax.jit(numerics.hazard_and_log_sf_sum)(jnp.asarray(z)))
     zc = np.minimum(z, 12.0)
     with np.errstate(invalid="ignore", over="ignore"):
         h_ref = np.where(np.isinf(zc), 0.0, np.exp(-0.5 * zc * zc) / special.ndtr(-zc))
     np.testing.assert_allclose(h, h_ref, rtol=1e-13, atol=tiny)
     np.testing.assert_allclose(total, special.log_ndtr(-zc).sum(axis=1), rtol=1e-14, atol=1e-15)
     zf = np.where(np.isinf(z), -1e154, z)  # the derivative at a finite far-away distance
-    grad = np.asarray(jax.grad(lambda v: conf._hazard_and_log_sf_sum(v)[1].sum())(jnp.asarray(zf)))
-    hf = np.asarray(jax.jit(conf._hazard_and_log_sf_sum)(jnp.asarray(zf))[0])
+    grad = np.asarray(jax.grad(lambda v: numerics.hazard_and_log_sf_sum(v)[1].sum())(jnp.asarray(zf)))
+    hf = np.asarray(jax.jit(numerics.hazard_and_log_sf_sum)(jnp.asarray(zf))[0])
     assert np.all(np.isfinite(grad))
     expect = np.where(zf < 12.0, -hf / np.sqrt(2.0 * np.pi), 0.0)
     # S is recovered from h, so d log S / dz is a difference of O(|z|) terms: absolute accuracy
@@ -589,11 +651,18 @@ def test_mask_padding_equals_unpadded(mu, ls, seed):
     mu, sigma = np.array(mu), 10 ** np.array(ls)
     mu_p, sg_p, mask, pos = pad_case(mu, sigma, seed=seed)
     p = np.asarray(prob_best(mu_p, sg_p, mask))
-    np.testing.assert_allclose(p[pos], np.asarray(prob_best(mu, sigma)), atol=1e-14)
+    # the same program (same shapes and layout) with other junk on the padded entries:
+    # bit-identical
+    junk = np.random.default_rng(seed + 1)
+    mu_q, sg_q = mu_p.copy(), sg_p.copy()
+    mu_q[~mask], sg_q[~mask] = junk.normal(size=PAD - 6) * 50, junk.uniform(-1, 1, PAD - 6)
+    np.testing.assert_array_equal(np.asarray(prob_best(mu_q, sg_q, mask)), p)
+    # against the unpadded problem (another program): up to rounding
+    np.testing.assert_allclose(p[pos], np.asarray(prob_best(mu, sigma)), rtol=p_rtol(6), atol=P_ATOL)
     assert np.all(p[~mask] == 0.0)
     curve_p, order_p = confidence_curve(mu_p, sg_p, mask)
     curve, order = confidence_curve(mu, sigma)
-    np.testing.assert_allclose(np.asarray(curve_p)[:6], np.asarray(curve), atol=1e-14)
+    np.testing.assert_allclose(np.asarray(curve_p)[:6], np.asarray(curve), rtol=p_rtol(6), atol=P_ATOL)
     np.testing.assert_array_equal(np.asarray(curve_p)[6:], 1.0)
     np.testing.assert_array_equal(np.asarray(order_p)[:6], pos[np.asarray(order)])
 
@@ -644,12 +713,12 @@ def test_jit_vmap_and_no_retrace(rng):
         batched = keep_count_vmapped(mu, sigma, delta, 5.0, mask)
         for i in range(4):
             eager = keep_count(mu[i], sigma[i], delta[i], 5.0, mask[i])
-            for a, b in zip(eager, (f[i] for f in batched)):
-                np.testing.assert_allclose(np.asarray(b), np.asarray(a), atol=1e-14)
+            # batched and eager are different programs: up to rounding
+            assert_keep_counts_agree(eager, jax.tree.map(lambda f, i=i: f[i], batched), 5.0, 6)
             np.testing.assert_allclose(
                 np.asarray(prob_best(mu[i], sigma[i], mask[i]))[np.asarray(eager.order)],
                 np.asarray(eager.cost),
-                atol=1e-14,
+                rtol=p_rtol(6), atol=P_ATOL,
             )
 
 
@@ -662,19 +731,19 @@ def test_batch_wrappers_match_loop(rng):
     loop_c = np.stack(
         [np.asarray(confidence_curve(mu[i], sigma[i], mask[i]).curve) for i in range(4)]
     )
-    bs = conf._block_size(6)  # one block: three temporaries and the kept exponents
+    bs = _quadrature.block_size(6)  # one block: three temporaries and the kept exponents
     three = 3 * ((3 * bs + bs) * 13 * 16 * 8 + 64 * 6)  # bytes for three problems at a time
-    assert conf._batch_size(4, 6, jnp.float64, three) == 2  # a divisor of 4: 2 x 2 problems
-    assert conf._batch_size(7, 6, jnp.float64, three) == 1  # 7 is prime
+    assert _batch._batch_size(4, 6, jnp.float64, three) == 2  # a divisor of 4: 2 x 2 problems
+    assert _batch._batch_size(7, 6, jnp.float64, three) == 1  # 7 is prime
     two = three
     np.testing.assert_allclose(
-        np.asarray(prob_best_batch(mu, sigma, mask, max_bytes=two)), loop_p, atol=1e-14
-    )
+        np.asarray(prob_best_batch(mu, sigma, mask, max_bytes=two)), loop_p, rtol=p_rtol(6), atol=P_ATOL
+    )  # the batch wrapper and single calls are different programs: up to rounding
     curve, order = confidence_curve_batch(mu, sigma, mask, max_bytes=two)
-    np.testing.assert_allclose(np.asarray(curve), loop_c, atol=1e-14)
+    np.testing.assert_allclose(np.asarray(curve), loop_c, rtol=p_rtol(6), atol=P_ATOL)
     assert order.shape == (4, 6)
-    assert 1 <= conf._batch_size(1000, 10_000, jnp.float64, 256 * 2**20) < 1000
-    assert conf._batch_size(1000, 100, jnp.float64, None) >= 1
+    assert 1 <= _batch._batch_size(1000, 10_000, jnp.float64, 256 * 2**20) < 1000
+    assert _batch._batch_size(1000, 100, jnp.float64, None) >= 1
 
 
 def test_relevant_candidates_in_several_blocks_match_quad(monkeypatch, rng):
@@ -694,10 +763,10 @@ def test_relevant_candidates_in_several_blocks_match_quad(monkeypatch, rng):
     oracle[mask] = quad_prob_best(mu[mask], sigma[mask])
 
     def run(mu, sigma, mask):
-        valid = conf._valid(mu, sigma, mask)
-        return conf._normalise(conf._prob_best_kernel(mu, sigma, valid))
+        valid = _validate.valid_mask(mu, sigma, mask)
+        return _curves.normalise(_quadrature.prob_best_kernel(mu, sigma, valid))
 
-    monkeypatch.setattr(conf, "_block_size", lambda n: 8)
+    monkeypatch.setattr(_quadrature, "block_size", lambda n: 8)
     p = np.asarray(jax.jit(run)(jnp.asarray(mu), jnp.asarray(sigma), jnp.asarray(mask)))
     np.testing.assert_allclose(p, oracle, rtol=0, atol=1e-12)
     assert np.all(p[~relevant] == 0.0)
@@ -821,8 +890,8 @@ def test_invalid_values_inside_jit_are_masked_and_reported():
         5.0,
         used,
     )
-    for a, b in zip(res[:-3], ref[:-3]):  # all but the status counts
-        np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=1e-15)
+    # (a vmapped batch against one eager call: different programs, equal up to rounding)
+    assert_keep_counts_agree(ref, res._replace(num_invalid=ref.num_invalid, num_bad_delta=ref.num_bad_delta), 5.0, 6)
     assert int(res.num_invalid) == 2 and int(res.num_valid) == 4 and int(res.num_bad_delta) == 1
     assert np.all(np.isfinite(np.asarray(res.curve))) and np.all(np.isfinite(np.asarray(res.gain)))
     assert not np.asarray(res.keep)[~used].any()
@@ -840,7 +909,8 @@ def test_nested_vmap_with_shared_arguments_equals_loop(rng):
     got = np.asarray(f(mu, sigma, mask))
     for i in range(3):
         for j in range(2):
-            np.testing.assert_allclose(got[i, j], np.asarray(prob_best(mu[i, j], sigma[j], mask[i, j])), atol=1e-14)
+            np.testing.assert_allclose(got[i, j], np.asarray(prob_best(mu[i, j], sigma[j], mask[i, j])),
+                                       rtol=p_rtol(40), atol=P_ATOL)  # vmap vs one call: rounding
     hlo = f.lower(mu, sigma, mask).as_text()
     one = jax.jit(prob_best).lower(mu[0, 0], sigma[0], mask[0, 0]).as_text()
     # the loops of one problem, run once for all six problems (not six loops)
@@ -861,7 +931,9 @@ def test_derivatives_match_central_differences():
     fd = np.stack([(f(v + h * e) - f(v - h * e)) / (2 * h) for e in jnp.eye(10)], axis=1)
     rev = np.asarray(jax.jacrev(f)(v))
     np.testing.assert_allclose(rev, fd, rtol=0, atol=1e-7)
-    np.testing.assert_allclose(np.asarray(jax.jacfwd(f)(v)), rev, rtol=0, atol=1e-13)
+    # forward and reverse mode sum the same terms in other orders: up to rounding, relative
+    # to the derivatives' size
+    np.testing.assert_allclose(np.asarray(jax.jacfwd(f)(v)), rev, rtol=0, atol=p_rtol(5) * np.abs(rev).max())
     assert np.all(rev[:, [3, 4, 8, 9]] == 0) and np.all(rev[[3, 4]] == 0)
 
 
@@ -869,7 +941,7 @@ def test_skipped_panels_change_nothing(monkeypatch, rng):
     """Crowded candidates: the panel loop stops early, and the panels it leaves out carry
     nothing (against the full sum over every panel, and against the tail bound worked out
     in float64 with scipy's log-survival)."""
-    levels, order = conf._rule(jnp.float64)
+    levels, order = _quadrature.rule(jnp.float64)
     close = (0.1 + 0.01 * rng.uniform(size=(4, 1500)), 10 ** rng.uniform(-3, -1, (4, 1500)))
     # relevant candidates in several blocks of 256, a quarter of them far off
     spread = (rng.uniform(0.1, 1.0, (3, 3000)), 10 ** rng.uniform(-3, -1, (3, 3000)))
@@ -879,13 +951,13 @@ def test_skipped_panels_change_nothing(monkeypatch, rng):
     def run(mu, sigma, mask):
         mu, sigma = jnp.asarray(mu), jnp.asarray(sigma)
         # a new function each time: the constants are read when it is traced
-        return jax.jit(lambda *a: conf._rows_sums(*a))(mu, sigma, conf._valid(mu, sigma, jnp.asarray(mask)))
+        return jax.jit(lambda *a: _quadrature._rows_sums(*a))(mu, sigma, _validate.valid_mask(mu, sigma, jnp.asarray(mask)))
 
     cases = [(close, np.ones((4, 1500), bool)), (spread, mask)]
     cut = [run(*c, m) for c, m in cases]
     mu, sigma = close[0][0], close[1][0]
-    x, _, _, scale, _, log_cut = conf._prob_best_prep(jnp.asarray(mu), jnp.asarray(sigma), jnp.ones(1500, bool))
-    monkeypatch.setattr(conf, "_TAIL", 0.0)  # log_cut = -inf: every panel
+    x, _, _, scale, _, log_cut = _quadrature._prob_best_prep(jnp.asarray(mu), jnp.asarray(sigma), jnp.ones(1500, bool))
+    monkeypatch.setattr(_quadrature, "_TAIL", 0.0)  # log_cut = -inf: every panel
     full = [run(*c, m) for c, m in cases]
     for (p_cut, steps_cut), (p_full, steps_full) in zip(cut, full):
         assert int(steps_full) == levels + 1
@@ -909,13 +981,14 @@ def test_dense_and_blocked_paths_agree(monkeypatch, rng):
     mask[1, ::7] = False
 
     def run(mu, sigma, mask):
-        return jax.vmap(lambda m, s, k: conf._normalise(conf._prob_best_kernel(m, s, conf._valid(m, s, k))))(mu, sigma, mask)
+        return jax.vmap(lambda m, s, k: _curves.normalise(_quadrature.prob_best_kernel(m, s, _validate.valid_mask(m, s, k))))(mu, sigma, mask)
 
     args = (jnp.asarray(mu), jnp.asarray(sigma), jnp.asarray(mask))
     p_dense = np.asarray(jax.jit(run)(*args))
-    monkeypatch.setattr(conf, "_DENSE_FRACTION", np.inf)
+    monkeypatch.setattr(_quadrature, "_DENSE_FRACTION", np.inf)
     p_blocked = np.asarray(jax.jit(run)(*args))
-    np.testing.assert_allclose(p_blocked, p_dense, rtol=0, atol=1e-14)
+    # two programs (one dense pass, a loop over blocks) summing in other orders: rounding
+    np.testing.assert_allclose(p_blocked, p_dense, rtol=p_rtol(70), atol=P_ATOL)
     np.testing.assert_allclose(p_dense[0], quad_prob_best(mu[0], sigma[0]), rtol=0, atol=1e-9)
 
 
@@ -934,10 +1007,10 @@ def test_accelerator_block_and_batch_sizes_give_the_same_numbers(monkeypatch, rn
         out = [np.asarray(prob_best(spread[0][0], spread[1][0], mask[0])),
                np.asarray(prob_best_batch(*spread, mask)),
                np.asarray(confidence_curve_batch(*close).curve)]
-        return out, conf._block_size(3000), conf._batch_size(1000, 200, jnp.float64, None)
+        return out, _quadrature.block_size(3000), _batch._batch_size(1000, 200, jnp.float64, None)
 
     cpu, cpu_block, cpu_batch = results()
-    monkeypatch.setattr(conf, "_on_cpu", lambda: False)
+    monkeypatch.setattr(_quadrature, "on_cpu", lambda: False)
     acc, acc_block, acc_batch = results()
     jax.clear_caches()
     assert cpu_block == 256 and acc_block == 2048
@@ -945,5 +1018,6 @@ def test_accelerator_block_and_batch_sizes_give_the_same_numbers(monkeypatch, rn
     mu0, sigma0 = spread[0][0], spread[1][0]
     hi = np.min(np.where(mask[0], mu0 + 9 * sigma0, np.inf))
     assert 256 * 2 < np.sum(mask[0] & (mu0 - 9 * sigma0 < hi)) < 2048
-    for a, b in zip(acc, cpu):
-        np.testing.assert_allclose(a, b, rtol=0, atol=1e-14)
+    # other block and batch sizes are other programs: up to rounding (n = 3,000 or 200)
+    for a, b, n in zip(acc, cpu, (3000, 3000, 200)):
+        np.testing.assert_allclose(a, b, rtol=p_rtol(n), atol=P_ATOL)

@@ -1,0 +1,240 @@
+"""Float64-first numerics of the Gaussian tail, written to vectorise on XLA:CPU.
+
+* :func:`erfcx`: the scaled complementary error function ``exp(a^2) erfc(a)`` on
+  ``[0, ZMAX / sqrt 2]``, a polynomial in a rational map of its argument (degree 18 in
+  float64, 10 in float32; coefficients from ``benchmarks/erfcx_coefficients.py``).
+* :func:`gauss_and_sf`, :func:`log_sf`: the Gaussian kernel ``exp(-z^2 / 2)`` and the
+  survival function ``S(z) = 1 - Phi(z)`` (clipped at ``z = ZMAX``) from it.
+* :func:`hazard_and_log_sf_sum`: scaled hazards and summed log-survivals of a matrix of
+  standardised distances, one logarithm per :func:`sf_group` survival values.
+* :func:`log_normal64`: ``log`` of positive normal float64 numbers from the exponent bits
+  and a series (XLA:CPU's own float64 ``log`` is a scalar library call).
+* :func:`stable_argsort`: a stable ``argsort`` of float keys that XLA:CPU sorts fast.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+# Clip for log-survival arguments: S(12) ~ 1.8e-33, still a normal float32.
+ZMAX = 12.0
+_SQRT_HALF = 0.7071067811865476
+# erfcx(a) = exp(a^2) erfc(a) on [0, ZMAX / sqrt 2] as a polynomial of degree 18 in
+# s = (2 t - t0 - 1) / (1 - t0), t = (K - a) / (K + a): the Chebyshev interpolant at 19
+# points, converted to powers of s in 50-digit arithmetic; relative error 1.6e-15 in
+# float64 Horner evaluation (1.8e-15 as evaluated, see erfcx). Written by
+# `python benchmarks/erfcx_coefficients.py`.
+_ERFCX_K = 4.0
+_ERFCX_T0 = -0.3592455179659185
+_ERFCX_COEF = (
+    0.24924989371570683,
+    0.31819441918401786,
+    0.21728996314443924,
+    0.12394014283388954,
+    0.058955390180294026,
+    0.023116091276468968,
+    0.00727100107068921,
+    0.0017271200438959875,
+    0.0002610688500403084,
+    4.808739549203526e-06,
+    -8.466918438149142e-06,
+    -1.6348127353257453e-06,
+    1.1902643512800746e-07,
+    8.538375500726634e-08,
+    2.2900134174400426e-09,
+    -3.879048848208589e-09,
+    -2.967095289014097e-10,
+    1.5299312445334624e-10,
+    1.474404734505518e-11,
+)
+# The same for float32, degree 10 (relative error 2.2e-8 in float64 arithmetic, below
+# float32's rounding): `python benchmarks/erfcx_coefficients.py --degree 10 --name _ERFCX_COEF32`.
+_ERFCX_COEF32 = (
+    0.24924989371570683,
+    0.31819440395564025,
+    0.2172899644764428,
+    0.12394044821196586,
+    0.05895536355681962,
+    0.02311436945051063,
+    0.007271149920399244,
+    0.0017311100321428037,
+    0.000260729771170962,
+    6.985864675552714e-07,
+    -8.130485689196875e-06,
+)
+# s = _ERFCX_A / (K + a) + _ERFCX_B
+_ERFCX_A = 4.0 * _ERFCX_K / (1.0 - _ERFCX_T0)
+_ERFCX_B = -(2.0 + 1.0 + _ERFCX_T0) / (1.0 - _ERFCX_T0)
+LOG_SQRT_2PI = 0.9189385332046727
+
+
+def erfcx(a):
+    """``erfcx(a) = exp(a^2) erfc(a)`` for ``0 <= a <= ZMAX / sqrt 2`` (polynomial, see above;
+    degree 18 in float64, 10 in float32)."""
+    s = _ERFCX_A / (_ERFCX_K + a) + _ERFCX_B
+    if jnp.dtype(a.dtype) != jnp.float64:
+        r = _ERFCX_COEF32[-1]
+        for c in _ERFCX_COEF32[-2::-1]:
+            r = r * s + c
+        return r
+    # float64: four interleaved Horner chains in s^4 (coefficients k, k + 4, ...), joined
+    # by (q0 + s q1) + s^2 (q2 + s q3): a quarter of the dependent chain of plain Horner,
+    # which XLA:CPU's one-vector-at-a-time loops wait on (6% of the kernel at 256 bits;
+    # relative error 1.8e-15). In float32 it raised the error from 6e-7 to 1.1e-6.
+    coef = _ERFCX_COEF
+    s2 = s * s
+    s4 = s2 * s2
+    q = []
+    for k in range(4):
+        part = coef[k::4]
+        r = part[-1]
+        for c in part[-2::-1]:
+            r = r * s4 + c
+        q.append(r)
+    return (q[0] + s * q[1]) + s2 * (q[2] + s * q[3])
+
+
+def gauss_and_sf(z):
+    """``(exp(-z^2 / 2), S(z))`` with ``S(z) = 1 - Phi(z)`` and ``z`` clipped above at ``ZMAX``.
+
+    ``S`` comes from the tail at ``|z|``, ``T = exp(-z^2 / 2) erfcx(|z| / sqrt 2) / 2``:
+    ``S = T`` for ``z >= 0`` and ``S = 1 - T`` below, at the price of one ``exp`` and a
+    polynomial; XLA's ``erfc`` costs about three times as much on CPU in float64. The
+    relative error of ``S`` against 50-digit arithmetic grows from 1e-15 at ``z = 1`` to
+    3e-14 at ``z = 12`` (the rounding of ``z^2 / 2``; XLA's ``erfc`` has 4e-14 there);
+    below 0 the absolute error is a few 1e-16. Where ``exp(-z^2 / 2)`` underflows
+    (``z < -38``, or ``z = -inf``), ``S = 1``.
+    """
+    z = jnp.minimum(z, ZMAX)
+    gauss = jnp.exp(-0.5 * z * z)
+    tail = 0.5 * gauss * erfcx(jnp.minimum(jnp.abs(z), ZMAX) * _SQRT_HALF)
+    return gauss, jnp.where(z >= 0, tail, 1.0 - tail)
+
+
+def log_sf(z):
+    """log(1 - Phi(z)) for z <= ZMAX (clipped above)."""
+    return jnp.log(gauss_and_sf(z)[1])
+
+
+def sf_group(dtype) -> int:
+    """Survival values multiplied together before one logarithm.
+
+    ``S(z) >= S(ZMAX) ~ 1.8e-33``, so a product of 8 stays a normal float64
+    (>= 1e-262). In float32 already a product of 2 could underflow, and float32's
+    logarithm is cheap enough on CPU (a one-off check: one per element was as fast
+    as or faster than one per 8 at n = 100-10,000), so it takes one per element.
+    """
+    return 8 if jnp.dtype(dtype) == jnp.float64 else 1
+
+
+# Offset of the float64 survival recovered from the hazard (hazard_and_log_sf_sum).
+_SF_OFFSET = 1e-150
+# log(x) = e log 2 + 2 atanh((m - 1) / (m + 1)) with x = m 2^e, m in [sqrt(1/2), sqrt 2):
+# the series sum_k 2 s^(2k+1) / (2k+1) to k = 10 (|s| <= 0.1716, truncation below 1e-18).
+_LOG_COEF = tuple(2.0 / (2 * k + 1) for k in range(11))
+_LN2_HI = 6.93147180369123816490e-01  # log 2 to 32 bits: e * _LN2_HI is exact
+_LN2_LO = 1.90821492927058770002e-10
+
+
+@jax.custom_jvp
+def log_normal64(x):
+    """``log(x)`` for positive normal float64 ``x`` from the exponent bits and a series.
+
+    Only arithmetic and bit operations, so XLA:CPU vectorises it: its float64 ``log``
+    is a scalar library call per element, which keeps the whole fused loop around it
+    scalar. Relative error below 5e-16 against ``numpy.log`` (tested); not defined for
+    0, subnormals, infinities or NaN.
+    """
+    bits = lax.bitcast_convert_type(x, jnp.int64)
+    e = (bits >> 52) - 1023
+    m = lax.bitcast_convert_type((bits & 0x000FFFFFFFFFFFFF) | 0x3FF0000000000000, jnp.float64)
+    big = m > np.sqrt(2.0)
+    m = jnp.where(big, 0.5 * m, m)
+    e = (e + big.astype(jnp.int64)).astype(jnp.float64)
+    f = m - 1.0
+    s = f / (2.0 + f)
+    s2 = s * s
+    r = _LOG_COEF[-1]
+    for c in _LOG_COEF[-2::-1]:
+        r = r * s2 + c
+    return e * _LN2_HI + (e * _LN2_LO + s * r)
+
+
+@log_normal64.defjvp
+def _log_normal64_jvp(primals, tangents):
+    (x,), (dx,) = primals, tangents
+    return log_normal64(x), dx / x
+
+
+def hazard_and_log_sf_sum(z):
+    """Scaled hazards and summed log-survivals of a matrix of standardised distances.
+
+    For ``z`` of shape (..., c), ``c`` a multiple of :func:`sf_group`, returns
+    ``h = exp(-z^2 / 2) / S(z)`` (the hazard ``phi(z) / S(z)`` times ``sqrt(2 pi)``),
+    shape (..., c), and ``L = sum_j log S(z_j)`` over the last axis, shape (...),
+    with ``S(z) = 1 - Phi(z)`` from :func:`gauss_and_sf`.
+
+    Per element this costs one ``exp``, one polynomial and three divisions, and one
+    ``log`` per group of :func:`sf_group` elements: the integrand
+    ``phi_i prod_{j != i} S_j = exp(L) h_i / sqrt(2 pi)`` needs no per-element
+    logarithm or exponential of ``L`` at all. ``S`` is recovered from ``h`` after
+    ``h`` is materialised, in float64 as ``(exp(-z^2 / 2) + u) / (h + u)`` with
+    ``u = 1e-150`` (exact to rounding where ``exp(-z^2 / 2) > 1e-134``, i.e. above
+    ``z = -24.8``; below, ``S = 1`` to rounding and so is the ratio; ``(h + u)^2`` stays
+    a normal number, so derivatives are finite), in float32 as ``exp(-z^2 / 2) / h``,
+    and 1 where ``h`` underflows to 0: when both outputs are
+    computed from one ``S``, XLA:CPU evaluates the polynomial once per consumer, which
+    in a one-off measurement cost twice as much as this division (XLA:CPU keeps
+    ``exp(-z^2 / 2)`` from the first pass: the compiled program has one exponential).
+    In float64 groups of 8 survival values, taken a stride of ``c / 8`` apart so that
+    the products run along contiguous vectors, are multiplied before one
+    :func:`log_normal64` (at least 8 products per row; fewer take ``jnp.log``); with
+    those choices the pass vectorises (with a ``select`` or the library ``log``
+    XLA:CPU compiled it to scalar code, about a third of the kernel's time).
+    """
+    gauss, sf = gauss_and_sf(z)
+    h = lax.optimization_barrier(gauss / sf)
+    z = jnp.minimum(z, ZMAX)
+    g = sf_group(z.dtype)
+    if g > 1:
+        sf = (jnp.exp(-0.5 * z * z) + _SF_OFFSET) / (h + _SF_OFFSET)
+        parts = sf.reshape(sf.shape[:-1] + (g, sf.shape[-1] // g))
+        while parts.shape[-2] > 1:  # pairwise products, a tree of depth log2(g)
+            half = parts.shape[-2] // 2
+            parts = parts[..., :half, :] * parts[..., half:, :]
+        prod = parts[..., 0, :]
+        # the series pays off once the products fill a 512-bit vector; for narrower
+        # tiles (small blocks, whole-rule steps) the library log measured faster
+        log_sf = log_normal64(prod) if prod.shape[-1] >= 8 else jnp.log(prod)
+    else:
+        pos = h > 0
+        log_sf = jnp.log(jnp.where(pos, jnp.exp(-0.5 * z * z) / jnp.where(pos, h, 1), 1))
+    ones = jnp.ones(log_sf.shape[-1:], log_sf.dtype)
+    return h, jnp.dot(log_sf, ones, precision=lax.Precision.HIGHEST)
+
+
+def stable_argsort(key):
+    """``jnp.argsort(key, stable=True)`` for a float vector without NaN, as int32.
+
+    XLA:CPU sorts a single array of integers several times faster than it sorts a
+    (key, index) pair with a comparator (the form of ``argsort``): 127 against 30 us
+    for 1,000 float64 keys in a one-off timing. So the keys, as order-preserving
+    integers, are sorted alone; each key's first position among them (a binary
+    search) is its rank class; and the pairs (class, index), packed into one int64,
+    are sorted once more, which orders ties by index (stable). ``-0.0`` and ``0.0``
+    tie, as in ``argsort``. Without 64-bit integers (``jax_enable_x64`` off) it is
+    ``argsort`` itself.
+    """
+    n = key.shape[0]
+    if jax.dtypes.canonicalize_dtype(jnp.int64) != jnp.int64:
+        return jnp.argsort(key, stable=True).astype(jnp.int32)
+    itype = jnp.int64 if key.dtype.itemsize == 8 else jnp.int32
+    key = jnp.where(key == 0, jnp.zeros((), key.dtype), key)  # -0.0 -> 0.0
+    bits = lax.bitcast_convert_type(key, itype)
+    bits = jnp.where(bits < 0, bits ^ jnp.iinfo(itype).max, bits)  # two's complement order
+    first = jnp.searchsorted(jnp.sort(bits), bits, side="left", method="scan_unrolled")
+    packed = (first.astype(jnp.int64) << 32) | jnp.arange(n, dtype=jnp.int64)
+    return (jnp.sort(packed) & 0xFFFFFFFF).astype(jnp.int32)

@@ -1,0 +1,147 @@
+"""Gaussian-max integrals for UQ-guided hyperparameter optimisation.
+
+Numerical kernels of the UQ-guided scheme of Liu et al. (2024), "UQ-Guided
+Hyperparameter Optimization": every candidate's converged loss is modelled as an
+independent ``N(mu_i, sigma_i^2)`` (Assumption 3.3), with ``mu_i`` its current
+validation loss and ``sigma_i`` the standard deviation of its last few losses
+(Eq. 1). From that model this module computes
+
+* :func:`prob_best` -- the probability that each candidate has the lowest
+  converged loss (the summands of Eq. 3, for heterogeneous ``sigma``),
+* :func:`confidence_curve` -- the confidence curve ``P_k`` of Definition 3.5,
+* :func:`leader_curve` and :func:`zeta` -- ``P_1`` among the top ``k`` and its
+  change when the uncertainty shrinks (Eq. 6),
+* :func:`keep_count` -- the discarding rule of Section 3.3.2 (Eq. 4-7),
+* :func:`prob_better` -- the pairwise comparison used by SS+ (Section 3.5),
+* :func:`window_std` and :func:`window_delta_sigma` -- the on-the-fly
+  uncertainty of Eq. 1 and its change (Appendix C).
+
+Quadrature
+----------
+All integrals have the form ``p_i = int phi_i(x) prod_{j != i} S_j(x) dx`` with
+``phi_i`` the density and ``S_j = 1 - Phi((x - mu_j) / sigma_j)`` the survival
+function of candidate ``j``. They are evaluated with a fixed, data-dependent
+rule and no adaptivity at run time, so every kernel is a static-shape program
+that jits, vmaps and runs on accelerators:
+
+* The minimum ``U = min_j X_j`` lies in ``[a, b]`` with
+  ``a = min_j (mu_j - c sigma_j)`` and ``b = min_j (mu_j + c sigma_j)``,
+  ``c = 9``: outside, every integrand is below ``2 Phi(-9) ~ 2e-19``.
+* Every feature of every integrand sits close to ``b``: candidate ``j``
+  matters only if ``mu_j - c sigma_j < b``, and as ``b <= mu_j + c sigma_j``,
+  its density and its survival step live within ``2 c sigma_j`` of ``b``. The
+  rule therefore uses Gauss-Legendre panels whose widths shrink geometrically
+  towards ``b``, from ``b - a`` down to 4 times the smallest relevant
+  ``sigma_j``; the grading ratio adapts to the data, so a candidate with
+  ``sigma`` 1e-3 times the others, or candidates thousands of ``sigma``
+  apart, need no more nodes (the accuracy degrades slowly beyond ~6 decades
+  of ``sigma``, see :func:`prob_best`).
+* Products of survival functions are sums of logs. With
+  ``L(x) = sum_j log S_j(x)`` (one pass over the candidates), the integrand of
+  ``p_i`` at node ``x`` is ``w phi_i S_i^-1 exp(L)``: the node factor
+  ``w exp(L)`` times the candidate's hazard ``phi_i / S_i``, so the whole
+  vector costs ``O(n * nodes)``, not ``O(n^2 * nodes)``, and the second pass
+  is a matrix-vector product. At the nodes ``x <= b``, so
+  ``S_i(x) >= Phi(-9) ~ 1e-19`` and the hazard stays below 10 / ``sigma_i``.
+  ``S`` is the normal tail at ``|z|``, ``exp(-z^2 / 2) erfcx(|z| / sqrt 2) / 2``
+  (or one minus it for ``z < 0``; arguments clipped at ``z = 12``, where
+  ``S < 2e-33``), with the scaled complementary error function ``erfcx`` a
+  polynomial in a rational map of its argument (degree 18 in float64, relative
+  error 1.6e-15; degree 10 in float32; cheaper than XLA's ``erfc``, which
+  evaluates an exponential of its own). In float64 ``L`` takes one logarithm
+  per product of 8 survival values (each at least ``S(12)``, so the product
+  stays a normal number): the logarithm is the dearest operation per element
+  on CPU, and this form needs one ``exp``, one polynomial and three divisions
+  per (node, candidate) pair and no per-pair logarithm (float32: one per pair).
+  That logarithm is built from the exponent bits and a series, so XLA:CPU
+  vectorises the pass (its own float64 ``log`` is a scalar library call).
+  On CPUs with AVX-512, compiling with ``jaxstop.compiler_options()``
+  (``jax.jit(f, compiler_options=jaxstop.compiler_options())``: 512-bit
+  vectors) made these kernels 8-23% faster in float64 on an AVX-512 CPU.
+* Only the candidates with ``mu_j - c sigma_j < b`` are evaluated: every
+  other candidate has ``p_j <= 2 Phi(-9)`` and ``|log S_j| <= Phi(-9)`` at
+  every node, and gets exactly 0. The relevant candidates are moved to the
+  front and processed in blocks (about ``n / 8`` candidates, 32 to 256, on CPU;
+  2,048 on accelerators) by a loop that stops after the last relevant block,
+  so the cost follows the number of relevant candidates -- often a small
+  fraction of ``n`` once candidates have separated (when the relevant blocks
+  cover more than 3/4 of the candidates, one block of all of them is taken
+  instead).
+* Only the nodes where the minimum can still lie are evaluated. The rule is
+  taken one panel at a time in ascending ``x``, and ``exp(L(x))``, the
+  probability that every candidate exceeds ``x``, can only fall from one node
+  to the next; once it is so small at the end of a panel that all remaining
+  nodes together add less than ``1e-4 eps`` to any ``p_i`` (every hazard is
+  below ``10 / sigma_i`` at the nodes), the loop stops. Crowded candidates
+  push the minimum far below ``b``: with 1,000 candidates within 1% of each
+  other about half of the panels, the finely graded ones next to ``b``, are
+  never evaluated. Per panel, the first pass (the log-survival sum) keeps each
+  block's hazards for the second (the integrals), so the working memory is
+  ``O(n x 16)`` per problem for any ``n`` (:func:`leader_curve` scans the
+  candidates one by one); :func:`prob_best_batch` and
+  :func:`confidence_curve_batch` bound the memory of many problems with
+  ``lax.map(..., batch_size=...)``. A ``vmap`` over problems runs one loop for
+  the whole batch (as many blocks and panels as its most demanding problem
+  needs).
+* :func:`prob_best` and :func:`confidence_curve` are differentiable in forward
+  and reverse mode: the derivative evaluates the same sums loop-free, over all
+  ``n`` candidates at once (O(n x nodes) memory).
+
+float64 uses 13 panels x 16 nodes (208 nodes), float32 13 panels x 12 nodes
+(156 nodes). Measured against ``scipy.integrate.quad`` (n <= 50, ``sigma``
+spread over 3 orders of magnitude, ties, tiny ``sigma``, far-apart ``mu``) the
+maximum absolute error of :func:`prob_best` is 5.7e-11 in float64 and 6.7e-7
+in float32 (see the function docstrings).
+
+Validity
+--------
+Structure (ranks, shapes, dtypes, configuration) is checked eagerly and raises
+``ValueError`` / ``TypeError``. Values (NaN ``mu``, ``sigma <= 0``) raise when
+the arrays are concrete; inside ``jax.jit`` such candidates are treated as
+masked (exactly no effect, probability 0) and reported: compare
+:func:`effective_mask` with the mask you passed, or read
+``KeepCount.num_invalid``.
+
+Files
+-----
+* ``_curves.py``: :func:`prob_best`, :func:`confidence_curve`, :func:`leader_curve`,
+  :func:`effective_mask`, :func:`prob_better` and :class:`ConfidenceCurve`.
+* ``_keep.py``: :func:`zeta`, :func:`keep_count` and :class:`KeepCount`.
+* ``_batch.py``: :func:`prob_best_batch` and :func:`confidence_curve_batch`.
+* ``_window.py``: :func:`window_std` and :func:`window_delta_sigma`.
+* ``_quadrature.py``: the graded rule and the kernels described under Quadrature.
+* ``_validate.py``: eager validation of the arguments.
+
+The Gaussian tail numerics (``erfcx``, survival functions, hazards, a vectorised
+float64 ``log``) live in ``jaxstop._src.numerics``.
+"""
+
+from jaxstop.confidence._batch import confidence_curve_batch as confidence_curve_batch
+from jaxstop.confidence._batch import prob_best_batch as prob_best_batch
+from jaxstop.confidence._curves import ConfidenceCurve as ConfidenceCurve
+from jaxstop.confidence._curves import confidence_curve as confidence_curve
+from jaxstop.confidence._curves import effective_mask as effective_mask
+from jaxstop.confidence._curves import leader_curve as leader_curve
+from jaxstop.confidence._curves import prob_best as prob_best
+from jaxstop.confidence._curves import prob_better as prob_better
+from jaxstop.confidence._keep import KeepCount as KeepCount
+from jaxstop.confidence._keep import keep_count as keep_count
+from jaxstop.confidence._keep import zeta as zeta
+from jaxstop.confidence._window import window_delta_sigma as window_delta_sigma
+from jaxstop.confidence._window import window_std as window_std
+
+__all__ = [
+    "ConfidenceCurve",
+    "KeepCount",
+    "confidence_curve",
+    "confidence_curve_batch",
+    "effective_mask",
+    "keep_count",
+    "leader_curve",
+    "prob_best",
+    "prob_best_batch",
+    "prob_better",
+    "window_delta_sigma",
+    "window_std",
+    "zeta",
+]

@@ -1,0 +1,426 @@
+"""The quadrature of :mod:`jaxstop.confidence`: a graded Gauss-Legendre rule and its kernels.
+
+:func:`prob_best_kernel` (the unnormalised probabilities of :func:`~jaxstop.confidence.prob_best`:
+relevant candidates in blocks, the rule one panel at a time, stopping once the minimum
+can no longer lie further on; a ``custom_vmap`` that makes a batch of problems rows of one loop and
+a ``custom_jvp`` that differentiates the loop-free form) and :func:`leader_kernel` (``P_1``
+among the top ``k``, one scan over the ranked candidates). The design is described in
+the ``Quadrature`` section of the package docstring; the Gaussian tail numerics come from
+``jaxstop._src.numerics``.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import custom_batching, lax
+
+from jaxstop._src import numerics
+
+# Half-width of the integration window in standard deviations: 2 Phi(-9) ~ 2e-19.
+_C = 9.0
+# Candidates per block of prob_best, which evaluates (nodes, block) tiles block by
+# block over the relevant candidates only. On CPU about n / 8, between 32 and 256
+# (little wasted work in the last block, tiles stay in cache); 2,048 on accelerators.
+_BLOCK_BEST = 32
+_BLOCK_BEST_MAX = 256
+_BLOCK_BEST_ACCEL = 2048
+# One block of all candidates when the relevant blocks cover more than this fraction of them.
+_DENSE_FRACTION = 0.75
+# prob_best takes the rule one panel at a time when a panel's tile holds at least this
+# many values per problem, else the whole rule at once (loop overhead).
+_MIN_TILE = 1024
+# prob_best keeps the hazards of all blocks between its two passes over a step's nodes
+# up to this size (a batch of problems together); beyond, the second pass recomputes them.
+_KEEP_BYTES = 64 * 2**20
+# Nodes beyond the point where the minimum exceeds x with a probability below a cut
+# are skipped; together they add at most _TAIL * eps to any probability.
+_TAIL = 1e-4
+# Bound on the hazard phi(z) / S(z) for z <= _C (below (z + sqrt(z^2 + 4)) / 2: 9.11 at 9).
+_HAZARD_MAX = 10.0
+# Width of the finest panel of the graded rule, in units of the smallest relevant sigma.
+_FINEST = 4.0
+
+
+def rule(dtype) -> tuple[int, int]:
+    """(geometric levels, Gauss-Legendre order) for a dtype."""
+    if jnp.dtype(dtype) == jnp.float64:
+        return 12, 16
+    return 12, 12
+
+
+@functools.cache
+def _gauss_legendre(order: int) -> tuple[np.ndarray, np.ndarray]:
+    x, w = np.polynomial.legendre.leggauss(order)
+    return (x + 1.0) / 2.0, w / 2.0
+
+
+def _graded(length, h, levels: int, order: int, descending: bool = False):
+    """Graded Gauss-Legendre rule on [0, length], panels shrinking towards 0.
+
+    Panel boundaries are ``length * r**l`` for ``l = 0..levels`` and 0, with
+    ``r = (_FINEST * h / length)**(1 / levels)``: the panel next to 0 has width
+    ``_FINEST * h`` (or less when ``length`` is already that small).
+    Returns distances from 0 and weights, each of shape (levels + 1) * order,
+    panel by panel from the far end; within a panel ascending, or with
+    ``descending`` descending (all distances then descend).
+    """
+    dtype = length.dtype
+    t, w = _gauss_legendre(order)
+    if descending:
+        t, w = t[::-1], w[::-1]
+    t = jnp.asarray(t, dtype)
+    w = jnp.asarray(w, dtype)
+    tiny = jnp.finfo(dtype).tiny
+    safe = jnp.maximum(length, tiny)
+    ratio = jnp.clip(_FINEST * h / safe, tiny, 1.0)
+    log_r = jnp.log(ratio) / levels
+    ell = jnp.arange(levels + 1, dtype=dtype)
+    hi = jnp.where(length > 0, length * jnp.exp(ell * log_r), 0.0)
+    lo = jnp.concatenate([hi[1:], jnp.zeros((1,), dtype)])
+    width = hi - lo
+    # lo + width * t as a matrix product: XLA:CPU fuses the elementwise form into the
+    # (nodes x candidates) work that consumes the nodes and rebuilds the rule at every
+    # element there (twice the time of the whole quadrature at n = 10).
+    basis = jnp.stack([jnp.ones_like(t), t])
+    nodes = jnp.matmul(jnp.stack([lo, width], axis=1), basis, precision=lax.Precision.HIGHEST)
+    weights = width[:, None] * w[None, :]
+    return nodes.reshape(-1), weights.reshape(-1)
+
+
+def on_cpu() -> bool:
+    """Whether jax's default backend is the CPU (block and batch sizes depend on it)."""
+    return jax.default_backend() == "cpu"
+
+
+def block_size(n: int) -> int:
+    """Candidates per block of prob_best: a multiple of 8, at most n rounded up."""
+    if on_cpu():
+        cap = min(_BLOCK_BEST_MAX, max(_BLOCK_BEST, -(-n // 64) * 8))
+    else:
+        cap = _BLOCK_BEST_ACCEL
+    return max(8, min(-(-n // 8) * 8, cap))
+
+
+def _safe_params(mu, sigma, valid):
+    dtype = mu.dtype
+    mu = jnp.where(valid, mu, jnp.zeros((), dtype))
+    sigma = jnp.where(valid, sigma, jnp.ones((), dtype))
+    return mu, sigma
+
+
+# --------------------------------------------------------------------------
+# kernels (one problem, traced)
+
+
+def _prob_best_prep(mu, sigma, valid, far=jnp.inf):
+    """One problem's rule and its relevant candidates.
+
+    Only candidates with ``mu - c sigma < b`` enter: the others have
+    ``p <= 2 Phi(-9)`` and ``|log S| <= Phi(-9)`` at every node, and get exactly 0.
+    Returns node positions (relative to ``b``, ascending) and weights,
+    ``(mu - b, 1 / sigma)`` with the other candidates at ``far`` and ``1`` (with
+    ``far = inf``, ``S = 1`` and ``phi = 0`` exactly), the smallest relevant ``sigma``
+    (the unit of the sums, see :func:`_dense_sums`), which candidates are relevant,
+    and the cut on ``L`` beyond which nodes are skipped (:func:`_panel_sums`).
+    """
+    dtype = mu.dtype
+    levels, order = rule(dtype)
+    c = jnp.asarray(_C, dtype)
+    big = jnp.asarray(jnp.finfo(dtype).max, dtype)
+    any_valid = jnp.any(valid)
+    mu, sigma = _safe_params(mu, sigma, valid)
+    lo = jnp.where(valid, mu - c * sigma, big)
+    hi = jnp.where(valid, mu + c * sigma, big)
+    b = jnp.where(any_valid, jnp.min(hi), jnp.zeros((), dtype))
+    a = jnp.where(any_valid, jnp.min(lo), -jnp.ones((), dtype))
+    relevant = valid & (lo < b)
+    h = jnp.where(any_valid, jnp.min(jnp.where(relevant, sigma, big)), jnp.ones((), dtype))
+    dist, weight = _graded(b - a, h, levels, order, descending=True)
+    x = -dist  # ascending
+    cols = (jnp.where(relevant, mu - b, far), jnp.where(relevant, 1.0 / sigma, 1.0))
+    # Beyond a node where L = sum_j log S_j < log_cut the nodes add less than
+    # _TAIL * eps to any probability (see _panel_sums).
+    tiny = jnp.finfo(dtype).tiny
+    tail = _TAIL * jnp.finfo(dtype).eps
+    log_cut = jnp.log(tail * h / (_HAZARD_MAX * jnp.maximum(b - a, tiny)))
+    return x, weight, cols, h, relevant, log_cut
+
+
+def _node_weights(weight, total, scale):
+    """``w_k exp(L_k) / (sqrt(2 pi) scale)``: the nodes' factor of every integrand.
+
+    Measured in units of ``scale`` (the smallest relevant ``sigma``) and multiplied back
+    by ``scale / sigma_i`` per candidate (:func:`_integrals`), so a node whose
+    ``exp(L_k)`` underflows carries at most ``~1e-308 x 12`` of any integral.
+    """
+    return weight * jnp.exp(total - numerics.LOG_SQRT_2PI) / scale[:, None]
+
+
+def _node_sums(w, h):
+    """``sum_k w_k h_ki``; (P, nodes), (P, nodes, c) -> (P, c)."""
+    return jnp.einsum("pk,pkb->pb", w, h, precision=lax.Precision.HIGHEST)
+
+
+def _integrals(w, h, inv_s, scale):
+    """``p_i = sum_k w_k h_ki scale / sigma_i``; (P, nodes), (P, nodes, c) -> (P, c)."""
+    return _node_sums(w, h) * (inv_s * scale[:, None])
+
+
+def _pad_columns(v, width: int, fill):
+    """``v`` (..., n) padded with ``fill`` to (..., width)."""
+    n = v.shape[-1]
+    if width == n:
+        return v
+    return jnp.concatenate([v, jnp.full(v.shape[:-1] + (width - n,), fill, v.dtype)], axis=-1)
+
+
+def _dense_sums(x, weight, m, inv_s, scale):
+    """The integrals of all given candidates in one pass; rows of problems.
+
+    ``x`` and ``weight``: (P, nodes); ``m = mu - b`` and ``1 / sigma``: (P, c), ``c`` a
+    multiple of :func:`numerics.sf_group`; ``scale``: (P,), the smallest relevant ``sigma``.
+    """
+    z = (x[:, :, None] - m[:, None, :]) * inv_s[:, None, :]
+    h, total = numerics.hazard_and_log_sf_sum(z)
+    return _integrals(_node_weights(weight, total, scale), h, inv_s, scale)
+
+
+def _prob_best_rows_impl(mu, sigma, valid):
+    """:func:`prob_best_kernel` for problems stacked in rows, shape (P, n)."""
+    return _rows_sums(mu, sigma, valid)[0]
+
+
+def _rows_sums(mu, sigma, valid):
+    """``(p, panels)``: the unnormalised ``p`` of problems stacked in rows, shape (P, n), and
+    the number of panels of the rule evaluated (:func:`_panel_sums`).
+
+    The relevant candidates (:func:`_prob_best_prep`) are moved to the front and taken
+    in blocks of :func:`block_size`, as many as the row with the most relevant
+    candidates fills; when those blocks would cover more than ``_DENSE_FRACTION`` of
+    the candidates, one block of all ``n`` in place is cheaper and is taken instead
+    (no reordering).
+    """
+    dtype = mu.dtype
+    P, n = mu.shape
+    x, weight, (m, inv_s), scale, relevant, log_cut = jax.vmap(_prob_best_prep)(mu, sigma, valid)
+    num_rel = jnp.sum(relevant, axis=1)
+    bs = block_size(n)
+    size = -(-n // bs) * bs
+    c = dense_width(n, dtype)
+
+    def dense(x, weight, m, inv_s, *rest):
+        # every candidate in place (the others at +inf add exactly nothing)
+        p, panels = _panel_sums(x, weight, _pad_columns(m, c, jnp.inf), _pad_columns(inv_s, c, 1.0), *rest, bs=c,
+                                panels=panels_per_step(c, dtype))
+        return p[:, :n], panels
+
+    def blocked(x, weight, m, inv_s, *rest):
+        # the relevant candidates moved to the front, in order, as many blocks as the fullest
+        # row needs: each candidate's new column from a running count (a sort costs more)
+        rel = relevant.astype(jnp.int32)
+        before = jnp.cumsum(rel, axis=1) - rel
+        dest = jnp.where(relevant, before, num_rel[:, None] + jnp.arange(n)[None, :] - before)
+        rows = jnp.arange(P)[:, None]
+
+        def put(v, fill):
+            return jnp.full((P, size), fill, dtype).at[rows, dest].set(v, unique_indices=True)
+
+        p, panels = _panel_sums(x, weight, put(m, jnp.inf), put(inv_s, 1.0), *rest, bs=bs,
+                                panels=panels_per_step(bs, dtype))
+        return jnp.take_along_axis(p, dest, axis=1), panels
+
+    args = (x, weight, m, inv_s, scale, num_rel, log_cut)
+    if size <= bs:
+        p, panels = dense(*args)
+    else:
+        num = jnp.max((num_rel + bs - 1) // bs)
+        p, panels = lax.cond(num * bs > _DENSE_FRACTION * n, dense, blocked, *args)
+    return jnp.where(valid, p, jnp.zeros((), dtype)), panels
+
+
+def dense_width(n: int, dtype) -> int:
+    """Columns of the one block of all ``n`` candidates: whole vectors of 8 unless that
+    adds more than a quarter of ``n`` (then whole groups of survival values)."""
+    g = numerics.sf_group(dtype)
+    c8 = -(-n // 8) * 8
+    return c8 if c8 % g == 0 and 4 * c8 <= 5 * n else -(-n // g) * g
+
+
+def panels_per_step(bs: int, dtype) -> int:
+    """Panels per step of :func:`_panel_sums`: one, unless a panel's tile would hold fewer
+    than ``_MIN_TILE`` values per problem (then the whole rule in one step)."""
+    levels, order = rule(dtype)
+    return 1 if order * bs >= _MIN_TILE else levels + 1
+
+
+def _panel_sums(x, weight, m, inv_s, scale, num_rel, log_cut, *, bs: int, panels: int):
+    """``(p, evaluated)``: the integrals of every row's relevant candidates, shape (P, size),
+    and the number of panels evaluated.
+
+    ``x`` and ``weight``: (P, nodes), nodes in ascending ``x``; ``m = mu - b`` and
+    ``1 / sigma``: (P, size), relevant candidates first, ``size`` a multiple of ``bs``;
+    ``scale``: (P,), the smallest relevant ``sigma``; ``num_rel``: (P,), relevant
+    candidates; ``log_cut``: (P,), see below.
+
+    Each step takes the next ``panels`` panels of the rule (in ascending ``x``). For
+    these nodes a first pass over the candidate blocks sums ``log S`` and keeps each
+    block's scaled hazards (up to ``_KEEP_BYTES``, recomputed beyond); a second adds
+    ``w_k exp(L_k) h_ki`` to the integrals (:func:`numerics.hazard_and_log_sf_sum`). Tiles are
+    (P, panels x order, bs); both reductions are dot products (on CPU faster than
+    reduce ops). A ``vmap`` over problems adds rows, so one loop serves the batch.
+
+    The loop stops once ``L`` at the last node of a step is below ``log_cut`` in every
+    row with a relevant candidate. ``exp(L(x)) = prod_j S_j(x)``, the probability that
+    every candidate exceeds ``x``, is nonincreasing in ``x``; at the nodes (``x <= b``)
+    every relevant ``phi(z_i) / S(z_i)`` is below ``_HAZARD_MAX``; so the nodes left
+    out add at most ``exp(log_cut) (b - a) _HAZARD_MAX / sigma_i <= _TAIL * eps`` to
+    any ``p_i``. Once many candidates crowd together, ``exp(L)`` vanishes well
+    before ``b``, and the fine panels next to ``b`` are never evaluated.
+    """
+    dtype = x.dtype
+    P, size = m.shape
+    levels, order = rule(dtype)
+    chunk = panels * order
+    steps = (levels + 1) // panels
+    nb = size // bs
+    keep = nb * P * chunk * bs * jnp.dtype(dtype).itemsize <= _KEEP_BYTES
+    num_blocks = (num_rel + bs - 1) // bs
+    num = jnp.max(num_blocks)
+    active = num_blocks > 0
+
+    def tile(xk, i):
+        mb, ib = (lax.dynamic_slice_in_dim(v, i * bs, bs, axis=1) for v in (m, inv_s))
+        return numerics.hazard_and_log_sf_sum((xk[:, :, None] - mb[:, None, :]) * ib[:, None, :])
+
+    def step(carry):
+        k, acc, _ = carry
+        xk = lax.dynamic_slice_in_dim(x, k * chunk, chunk, axis=1)
+        wk = lax.dynamic_slice_in_dim(weight, k * chunk, chunk, axis=1)
+        if nb == 1:
+            h, total = tile(xk, 0)
+            acc = acc + _node_sums(_node_weights(wk, total, scale), h)
+        else:
+
+            def first(i, c):
+                total, part = c
+                h, total_i = tile(xk, i)
+                if keep:
+                    part = lax.dynamic_update_index_in_dim(part, h, i, 0)
+                return total + total_i, part
+
+            part0 = jnp.zeros((nb if keep else 0, P, chunk, bs), dtype)
+            total, part = lax.fori_loop(0, num, first, (jnp.zeros((P, chunk), dtype), part0))
+            w = _node_weights(wk, total, scale)
+
+            def second(i, a):
+                h = lax.dynamic_index_in_dim(part, i, 0, keepdims=False) if keep else tile(xk, i)[0]
+                s = lax.dynamic_slice_in_dim(a, i * bs, bs, axis=1) + _node_sums(w, h)
+                return lax.dynamic_update_slice_in_dim(a, s, i * bs, axis=1)
+
+            acc = lax.fori_loop(0, num, second, acc)
+        go = jnp.any(active & (total[:, -1] >= log_cut))
+        return k + 1, acc, go
+
+    def more(carry):
+        k, _, go = carry
+        return go & (k < steps)
+
+    carry = (jnp.zeros((), jnp.int32), jnp.zeros(m.shape, dtype), jnp.any(active))
+    if steps == 1:  # the whole rule in one step: no loop
+        taken, acc, _ = step(carry)
+    else:
+        taken, acc, _ = lax.while_loop(more, step, carry)
+    return acc * (inv_s * scale[:, None]), taken * panels
+
+
+@custom_batching.custom_vmap
+def _prob_best_rows(mu, sigma, valid):
+    return _prob_best_rows_impl(mu, sigma, valid)
+
+
+@_prob_best_rows.def_vmap
+def _prob_best_rows_vmap(axis_size, in_batched, mu, sigma, valid):
+    # A vmap over problems adds rows: one loop for the whole batch, whose counter stays
+    # unbatched (a vmapped data-dependent loop would turn every block access into a
+    # gather or scatter). Nested vmaps flatten through this rule again.
+    args = [a if bat else jnp.broadcast_to(a, (axis_size,) + a.shape) for a, bat in zip((mu, sigma, valid), in_batched)]
+    rows = args[0].shape[1]
+    out = _prob_best_rows(*(a.reshape((axis_size * rows,) + a.shape[2:]) for a in args))
+    return out.reshape((axis_size, rows) + out.shape[1:]), True
+
+
+@jax.custom_jvp
+def prob_best_kernel(mu, sigma, valid):
+    """p_i for every candidate, shape (n,); exact zeros for invalid ones. Unnormalised."""
+    return _prob_best_rows(mu[None], sigma[None], valid[None])[0]
+
+
+def _prob_best_dense(mu, sigma, valid):
+    """The same sums over all candidates at once, loop-free: the derivative of the kernel.
+
+    Skipped candidates sit at a large finite distance with unit scale (no ``inf``, so
+    their tangents are exactly 0 rather than ``0 * inf``).
+    """
+    dtype = mu.dtype
+    far = jnp.sqrt(jnp.asarray(jnp.finfo(dtype).max, dtype)) / 2
+    x, weight, (m, inv_s), scale, _, _ = _prob_best_prep(mu, sigma, valid, far)
+    n = mu.shape[0]
+    c = dense_width(n, dtype)
+    m, inv_s = _pad_columns(m, c, far), _pad_columns(inv_s, c, 1.0)
+    p = _dense_sums(x[None], weight[None], m[None], inv_s[None], scale[None])[0, :n]
+    return jnp.where(valid, p, jnp.zeros((), dtype))
+
+
+@prob_best_kernel.defjvp
+def _prob_best_kernel_jvp(primals, tangents):
+    # Derivatives (forward and reverse mode) come from the loop-free form, O(n x nodes)
+    # memory; values from the blocked kernel.
+    mu, sigma, valid = primals
+    dmu, dsigma, _ = tangents
+    _, dp = jax.jvp(lambda m, s: _prob_best_dense(m, s, valid), (mu, sigma), (dmu, dsigma))
+    return prob_best_kernel(mu, sigma, valid), dp
+
+
+def leader_kernel(mu, sigma, valid):
+    """P_1 among the top k, k = 1..n, for candidates already sorted by mu (valid first).
+
+    One sequential pass over the candidates carries the running log-survival
+    sum at every node (O(nodes) memory), which on CPU is faster than blocked
+    cumulative sums and compiles faster too.
+    """
+    dtype = mu.dtype
+    n = mu.shape[0]
+    levels, order = rule(dtype)
+    c = jnp.asarray(_C, dtype)
+    big = jnp.asarray(jnp.finfo(dtype).max, dtype)
+    any_valid = valid[0]
+    mu, sigma = _safe_params(mu, sigma, valid)
+    mu0, s0 = mu[0], sigma[0]
+    a1 = mu0 - c * s0
+    b1 = mu0 + c * s0
+    hi = jnp.where(valid, mu + c * sigma, big)
+    bstar = jnp.clip(jnp.min(hi), mu0, b1)
+    relevant = valid & (mu - c * sigma < b1)
+    h = jnp.where(any_valid, jnp.min(jnp.where(relevant, sigma, big)), s0)
+    dl, wl = _graded(bstar - a1, h, levels, order)
+    dr, wr = _graded(b1 - bstar, h, levels, order)
+    x = jnp.concatenate([-dl, dr])  # relative to bstar
+    log_w = jnp.log(jnp.concatenate([wl, wr]))
+    z0 = (x - (mu0 - bstar)) / s0
+    base = log_w - 0.5 * z0 * z0 - jnp.log(s0) - numerics.LOG_SQRT_2PI
+    use = valid & (jnp.arange(n) > 0)
+    # +inf: log S = 0 exactly (see prob_best_kernel), for the leader itself and padding
+    m = jnp.where(use, mu - bstar, jnp.inf)
+    inv_s = 1.0 / sigma
+
+    def step(cum, cand):
+        mj, ij = cand
+        cum = cum + numerics.log_sf((x - mj) * ij)
+        return cum, jnp.sum(jnp.exp(base + cum))
+
+    _, out = lax.scan(step, jnp.zeros(x.shape, dtype), (m, inv_s))
+    return jnp.where(any_valid, out, jnp.zeros_like(out))

@@ -1,0 +1,368 @@
+"""The rung engine shared by SH, Hyperband and BOHB, plain or UQ-guided.
+
+:func:`halving_policy` turns a :class:`~jaxstop.policies._schedule.HalvingSchedule`
+into a :class:`~jaxstop.policies.Policy`. The steps are module-level functions of
+the policy's static description (:class:`Engine`, closed over) and the state:
+:func:`start_bracket`, :func:`record` (one result), :func:`keep_inputs` /
+:func:`apply_keep` (the keep decision at the end of a round), :func:`end_bracket`,
+and the protocol's :func:`init`, :func:`ask` and :func:`report`. Each is jitted
+once per policy, so that eager calls stay cheap (the rules are in the docstring of
+:mod:`jaxstop.policies.halving`).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from jaxstop import confidence
+from jaxstop._src import checks as _checks
+from jaxstop.policies import _bohb_density, _uncertainty
+from jaxstop.policies._base import Job, Policy, Result, make_job
+from jaxstop.policies._halving_state import HalvingInfo, HalvingState
+from jaxstop.policies._params import default_params
+from jaxstop.policies._schedule import HalvingSchedule, RoundTable, round_jobs, round_table
+from jaxstop.policies._slots import first, rank_key, ranks, sample_rows
+
+__all__ = ["Engine", "apply_keep", "ask", "end_bracket", "halving_policy", "init", "keep_inputs", "record",
+           "report", "start_bracket", "update_incumbent"]
+
+
+class Engine(NamedTuple):
+    """The static description of one halving policy (Python values, closed over).
+
+    Attributes:
+        rounds: The schedule's rounds by global round index.
+        num_rounds: Rounds of all brackets, ``G``.
+        num_brackets: Brackets of the schedule.
+        cap: Slots: the largest bracket size.
+        num_configs: Rows of the candidate table.
+        max_budget: Epochs of the last rung.
+        uq: The UQ-guided keep rule is on.
+        tpe: Proposals come from BOHB's model (else uniform rows).
+        window: Losses in the uncertainty window.
+        width: Losses kept per slot, ``window + 1`` (0 for the plain versions).
+        m_rec: BOHB's record capacity (0 otherwise).
+        samples: Rows a BOHB proposal scores.
+        per_level: Most results at one rung budget.
+        cand: The candidate table, shape (num_configs, d), or None.
+        fdtype: Floating dtype of losses.
+    """
+
+    rounds: RoundTable
+    num_rounds: int
+    num_brackets: int
+    cap: int
+    num_configs: int
+    max_budget: int
+    uq: bool
+    tpe: bool
+    window: int
+    width: int
+    m_rec: int
+    samples: int
+    per_level: int
+    cand: Any
+    fdtype: Any
+
+
+def _at(arr, g):
+    """Entry ``g`` (a traced round index) of a static per-round column."""
+    return jnp.asarray(arr)[g]
+
+
+def _cond(pred, true_fn, false_fn, *operands):
+    """``lax.cond``, or plain Python branching when ``pred`` is concrete (eager
+    calls then run only the branch taken and compile nothing new)."""
+    if _checks.is_concrete(pred):
+        return true_fn(*operands) if bool(pred) else false_fn(*operands)
+    return lax.cond(pred, true_fn, false_fn, *operands)
+
+
+def start_bracket(e: Engine, s: HalvingState, g) -> HalvingState:
+    """Resets the slots for the first round ``g`` of a bracket."""
+    n0 = _at(e.rounds.n0, g)
+    member = jnp.asarray(np.arange(e.cap, dtype=np.int32)) < n0
+    if e.tpe:
+        cfg = jnp.full((e.cap,), -1, jnp.int32)
+    else:
+        cfg = jnp.where(member, s.order[_at(e.rounds.bracket, g)], -1).astype(jnp.int32)
+    return s._replace(
+        round=jnp.asarray(g, jnp.int32),
+        configs=cfg,
+        member=member,
+        pending=member,
+        complete=jnp.zeros((e.cap,), bool),
+        epochs=jnp.zeros((e.cap,), jnp.int32),
+        mu=jnp.full((e.cap,), jnp.inf, e.fdtype),
+        uq=_uncertainty.init_uq_state(e.cap, e.width, e.fdtype),
+        alloc=(_at(e.rounds.c, g) // n0).astype(jnp.int32),
+        carry=jnp.zeros((), jnp.int32),
+        bohb=s.bohb._replace(chosen=jnp.zeros_like(s.bohb.chosen)),
+    )
+
+
+def update_incumbent(e: Engine, s: HalvingState, level, value, config, ok) -> HalvingState:
+    """Makes ``config`` the incumbent when ``ok`` and it beats it (higher rung, or lower loss)."""
+    better = ok & jnp.isfinite(value) & (
+        (level > s.inc_level) | ((level == s.inc_level) & (value < s.inc_value))
+    )
+    return s._replace(
+        inc_level=jnp.where(better, level, s.inc_level).astype(jnp.int32),
+        inc_value=jnp.where(better, value, s.inc_value).astype(e.fdtype),
+        inc_config=jnp.where(better, config, s.inc_config).astype(jnp.int32),
+    )
+
+
+# ---- the pieces of tell
+
+
+def record(e: Engine, s: HalvingState, job: Job, result: Result, params):
+    """Bookkeeping of one result; returns the state and (round over, last round)."""
+    slot = s.current
+    active = ~s.done & s.pending[slot]
+    value = jnp.asarray(result.value).astype(e.fdtype)
+    epoch = jnp.asarray(result.epoch).astype(jnp.int32)
+    budget = jnp.asarray(job.budget).astype(jnp.int32)
+    start = jnp.clip(jnp.asarray(job.start).astype(jnp.int32), 0, epoch)
+    ended = (epoch < budget) | (epoch >= e.max_budget)
+    upd = lambda new, old: jnp.where(active, new, old)  # noqa: E731
+    cost = epoch - start
+    s = s._replace(
+        epochs=s.epochs.at[slot].set(upd(epoch, s.epochs[slot])),
+        mu=s.mu.at[slot].set(upd(value, s.mu[slot])),
+        complete=s.complete.at[slot].set(upd(s.complete[slot] | ended, s.complete[slot])),
+        pending=s.pending.at[slot].set(s.pending[slot] & ~active),
+        spent=(s.spent + jnp.where(active, cost, 0)).astype(jnp.int32),
+        unspent=(s.unspent + jnp.where(active, s.alloc - cost, 0)).astype(jnp.int32),
+    )
+    if e.uq:
+        sigma, delta, _ = _uncertainty.uncertainty(s.uq.recent, s.uq.count, e.window, params)
+        s = s._replace(uq=s.uq._replace(sigma=sigma, delta=delta))
+    if e.tpe:
+        s = s._replace(bohb=_bohb_density.record(
+            s.bohb, active, s.configs[slot], _at(e.rounds.level_idx, s.round), value))
+    s = update_incumbent(e, s, _at(e.rounds.level, s.round), value, s.configs[slot], active)
+    round_over = ~s.done & ~jnp.any(s.pending)
+    last = _at(e.rounds.last, s.round)
+    return s, round_over & ~last, round_over & last
+
+
+def keep_inputs(e: Engine, s: HalvingState, params):
+    """Arguments of keep_count for the decision at the end of the current round."""
+    budget = (_at(e.rounds.c_next, s.round) + s.carry).astype(e.fdtype)
+    return _uncertainty.keep_inputs(s.member, s.mu, s.uq, budget, e.fdtype)
+
+
+def apply_keep(e: Engine, s: HalvingState, uq_keep, uq_tau, params):
+    """Keeps members (plain count, or the UQ mask), allocates the next round."""
+    g = s.round
+    budget = (_at(e.rounds.c_next, g) + s.carry).astype(jnp.int32)
+    plain_keep = s.member & (ranks(rank_key(s.mu, s.member)) < _at(e.rounds.size_next, g))
+    if e.uq:
+        keep, fallback, tau = _uncertainty.keep_mask(s.member, s.mu, s.uq, plain_keep, uq_keep, uq_tau, e.fdtype)
+    else:
+        fallback = jnp.asarray(True)
+        keep = plain_keep
+        tau = jnp.asarray(jnp.nan, e.fdtype)
+    trainable = keep & ~s.complete
+    # more trainable members than epochs: keep the best `budget` of them
+    too_many = trainable & (ranks(rank_key(s.mu, trainable)) >= budget)
+    keep = keep & ~too_many
+    trainable = trainable & ~too_many
+    ktr = jnp.sum(trainable).astype(jnp.int32)
+    room = jnp.min(jnp.where(trainable, e.max_budget - s.epochs, e.max_budget)).astype(jnp.int32)
+    alloc = jnp.where(ktr > 0, jnp.minimum(budget // jnp.maximum(ktr, 1), room), 0).astype(jnp.int32)
+    s = s._replace(
+        round=(g + 1).astype(jnp.int32),
+        member=keep,
+        pending=trainable & (alloc > 0),
+        alloc=alloc,
+        carry=(budget - alloc * ktr).astype(jnp.int32),
+    )
+    # complete members carried into the new rung compete at its level
+    done_keep = keep & s.complete
+    best = jnp.argmin(rank_key(s.mu, done_keep))
+    s = update_incumbent(e, s, _at(e.rounds.level_next, g), s.mu[best], s.configs[best], done_keep[best])
+    close = ~jnp.any(s.pending)
+    return s, (jnp.sum(keep).astype(jnp.int32), fallback, tau, budget), close
+
+
+def end_bracket(e: Engine, s: HalvingState) -> HalvingState:
+    """Closes the bracket of the current round: after its last round, or earlier
+    when no member can train (every later round would be empty: their budget is
+    unspent and the best member reaches the bracket's last rung)."""
+    g = s.round
+    members = s.member & s.complete
+    best = jnp.argmin(rank_key(s.mu, members))
+    s = update_incumbent(e, s, _at(e.rounds.final_level, g), s.mu[best], s.configs[best], members[best])
+    s = s._replace(
+        unspent=(s.unspent + s.carry + _at(e.rounds.rest, g)).astype(jnp.int32),
+        carry=jnp.zeros((), jnp.int32),
+    )
+    # the next bracket starts at its own first round, also when this one ended early
+    following = _at(e.rounds.next_start, g)
+    final = following >= e.num_rounds
+    nxt = start_bracket(e, s, jnp.minimum(following, e.num_rounds - 1))
+    return jax.tree_util.tree_map(lambda a, b: jnp.where(final, a, b), s._replace(done=jnp.asarray(True)), nxt)
+
+
+# ---- the protocol
+
+
+def init(e: Engine, key, params) -> HalvingState:
+    """The state before the first job: the first bracket's first round."""
+    if e.tpe:
+        order = jnp.zeros((e.num_brackets, 0), jnp.int32)
+    else:
+        order = sample_rows(key, e.num_configs, e.cap, (e.num_brackets,))
+    s = HalvingState(
+        round=jnp.zeros((), jnp.int32),
+        configs=jnp.full((e.cap,), -1, jnp.int32),
+        member=jnp.zeros((e.cap,), bool),
+        pending=jnp.zeros((e.cap,), bool),
+        complete=jnp.zeros((e.cap,), bool),
+        epochs=jnp.zeros((e.cap,), jnp.int32),
+        mu=jnp.full((e.cap,), jnp.inf, e.fdtype),
+        alloc=jnp.zeros((), jnp.int32),
+        carry=jnp.zeros((), jnp.int32),
+        current=jnp.zeros((), jnp.int32),
+        order=order,
+        spent=jnp.zeros((), jnp.int32),
+        unspent=jnp.zeros((), jnp.int32),
+        inc_level=jnp.asarray(-1, jnp.int32),
+        inc_value=jnp.asarray(jnp.inf, e.fdtype),
+        inc_config=jnp.asarray(-1, jnp.int32),
+        done=jnp.asarray(False),
+        uq=_uncertainty.init_uq_state(e.cap, e.width, e.fdtype),
+        bohb=_bohb_density.init_bohb_state(e.num_configs if e.tpe else 0, e.m_rec, e.fdtype),
+    )
+    return start_bracket(e, s, 0)
+
+
+def ask(e: Engine, key, state: HalvingState, params):
+    """The next pending member's job (BOHB first proposes the rows of a first rung)."""
+    slot = first(state.pending)
+    row = state.configs[slot]
+    active = state.pending[slot] & ~state.done
+    if e.tpe:
+        fresh = (row < 0) & active
+        proposed = lax.cond(
+            fresh,
+            lambda: _bohb_density.propose(key, e.cand, state.bohb, params, len(e.rounds.levels), e.samples,
+                                          e.per_level),
+            lambda: jnp.zeros((), jnp.int32),
+        )
+        row = jnp.where(fresh, proposed, row).astype(jnp.int32)
+        safe = jnp.clip(row, 0, e.num_configs - 1)
+        chosen = state.bohb.chosen
+        state = state._replace(
+            configs=state.configs.at[slot].set(row),
+            bohb=state.bohb._replace(chosen=chosen.at[safe].set(chosen[safe] | fresh)),
+        )
+    start = state.epochs[slot]
+    budget = start + jnp.where(active, state.alloc, 0)
+    x = e.cand[jnp.clip(row, 0, e.num_configs - 1)] if e.cand is not None else jnp.zeros((0,), e.fdtype)
+    return make_job(row, x, budget, start), state._replace(current=slot)
+
+
+def report(e: Engine, state: HalvingState, job: Job, epoch, value, params):
+    """Buffers one loss of the outstanding job (UQ versions)."""
+    v = jnp.asarray(value).astype(e.fdtype)
+    recent, count = _uncertainty.push(state.uq.recent, state.uq.count, state.current, v)
+    return state._replace(uq=state.uq._replace(recent=recent, count=count)), jnp.asarray(False)
+
+
+def halving_policy(
+    schedule: HalvingSchedule,
+    num_configs: int,
+    max_budget: int,
+    uq: bool,
+    window: int,
+    keep_rule: str,
+    cand,
+    fdtype,
+    sampler: str,
+    num_samples: int,
+) -> Policy:
+    """The policy running ``schedule``'s brackets (``sampler``: ``"uniform"`` or ``"tpe"``)."""
+    brackets = schedule.brackets
+    tpe = sampler == "tpe"
+    rounds = round_table(brackets)
+    per_level = {}
+    for b in brackets:
+        for r, j in zip(b.budgets, round_jobs(b, uq)):
+            per_level[r] = per_level.get(r, 0) + j
+    e = Engine(
+        rounds=rounds,
+        num_rounds=len(rounds.last),
+        num_brackets=len(brackets),
+        cap=max(b.sizes[0] for b in brackets),
+        num_configs=num_configs,
+        max_budget=max_budget,
+        uq=uq,
+        tpe=tpe,
+        window=window,
+        width=window + 1 if uq else 0,
+        m_rec=schedule.max_jobs if tpe else 0,
+        samples=min(num_samples, num_configs),
+        per_level=max(per_level.values()),
+        cand=cand,
+        fdtype=fdtype,
+    )
+    # each piece is jitted once per policy, so that eager calls stay cheap
+    jit = lambda f: jax.jit(functools.partial(f, e))  # noqa: E731
+    record_j, keep_inputs_j, apply_keep_j = jit(record), jit(keep_inputs), jit(apply_keep)
+    end_bracket_j, init_j, ask_j, report_j = jit(end_bracket), jit(init), jit(ask), jit(report)
+
+    def decide(s: HalvingState, params):
+        if uq:
+            mu, sigma, delta, budget, ok = keep_inputs_j(s, params)
+            # outside jit this runs keep_count's own compiled kernel (shared by all policies)
+            res = confidence.keep_count(mu, sigma, delta, budget, mask=ok, rule=keep_rule)
+            return apply_keep_j(s, res.keep, res.tau, params)
+        return apply_keep_j(s, jnp.zeros((e.cap,), bool), jnp.asarray(jnp.nan, fdtype), params)
+
+    def no_decision(s: HalvingState, params):
+        return s, (jnp.asarray(-1, jnp.int32), jnp.asarray(not uq), jnp.asarray(jnp.nan, fdtype),
+                   jnp.zeros((), jnp.int32)), jnp.asarray(False)
+
+    default = lambda: default_params(fdtype)  # noqa: E731
+
+    def init_(key, params=None):
+        return init_j(key, default() if params is None else params)
+
+    def ask_(key, state: HalvingState, params=None):
+        return ask_j(key, state, default() if params is None else params)
+
+    def report_(state: HalvingState, job: Job, epoch, value, params=None):
+        return report_j(state, job, epoch, value, default() if params is None else params)
+
+    def tell_(state: HalvingState, job: Job, result: Result, params=None):
+        if params is None:
+            params = default()
+        s, decided, finished = record_j(state, job, result, params)
+        s, (kept, fallback, tau, rbudget), empty = _cond(
+            decided, lambda s: decide(s, params), lambda s: no_decision(s, params), s)
+        s = _cond(finished | empty, end_bracket_j, lambda s: s, s)
+        info = HalvingInfo(
+            terminate=s.done,
+            incumbent=s.inc_config,
+            incumbent_value=s.inc_value,
+            round=s.round,
+            decisions=jnp.asarray(decided, jnp.int32),
+            kept=kept,
+            fallback=fallback,
+            tau=tau,
+            round_budget=rbudget,
+            spent=s.spent,
+            unspent=s.unspent,
+        )
+        return s, info
+
+    return Policy(init_, ask_, report_ if uq else None, tell_, default)

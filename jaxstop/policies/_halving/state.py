@@ -1,0 +1,120 @@
+"""The state and the per-tell info of the halving family (SH, Hyperband, BOHB).
+
+:class:`HalvingState` is the core every variant uses, with the UQ part
+(:class:`~jaxstop.policies._uncertainty.HalvingUQState`) and the BOHB part
+(:class:`~jaxstop.policies._bohb_density.HalvingBOHBState`) as sub-states; the
+variants that do not use a part keep it with the shapes noted there. The
+sub-states' fields read directly too (``state.sigma`` is ``state.uq.sigma``).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+
+from jaxstop.policies._bohb_density import HalvingBOHBState
+from jaxstop.policies._uncertainty import HalvingUQState
+
+__all__ = ["HalvingInfo", "HalvingState"]
+
+
+class HalvingState(NamedTuple):
+    """State of :func:`~jaxstop.policies.halving.sh`, :func:`~jaxstop.policies.halving.hyperband`
+    and :func:`~jaxstop.policies.halving.bohb`.
+
+    ``cap`` is the largest bracket size (slots), ``W = window + 1`` (0 for the
+    plain versions), ``M`` the record capacity of BOHB (0 otherwise). The fields of
+    ``uq`` (``sigma``, ``delta``, ``recent``, ``count``) and of ``bohb``
+    (``chosen``, ``rec_config``, ``rec_level``, ``rec_loss``, ``rec_count``) are
+    also readable as attributes of the state.
+
+    Attributes:
+        round: Global round index over all brackets, int32 ().
+        configs: Table row of each slot, shape (cap,) int32 (-1 unassigned).
+        member: Slots in the current round, shape (cap,) bool.
+        pending: Members still to be trained this round, shape (cap,) bool.
+        complete: Slots that cannot train further, shape (cap,) bool.
+        epochs: Epochs trained per slot, shape (cap,) int32.
+        mu: Current loss per slot (inf before the first result), shape (cap,).
+        alloc: Epochs each job of the current round adds, int32 ().
+        carry: Budget the current round could not allocate, int32 ().
+        current: Slot of the outstanding job, int32 ().
+        order: Sampling order of table rows per bracket, shape (brackets, cap) int32.
+        spent: Epochs charged so far, int32 ().
+        unspent: Budget released by the schedule but not spent: round budget that
+            could not be allocated by the end of a bracket, plus epochs allocated to
+            jobs whose curves ended first, int32 (). ``spent + unspent`` equals the
+            released budget at the end of every bracket.
+        inc_level: Nominal rung budget of the incumbent (-1 before any), int32 ().
+        inc_value: Loss of the incumbent, ().
+        inc_config: Table row of the incumbent (-1 before any), int32 ().
+        done: The schedule is finished, bool ().
+        uq: The windowed uncertainty of every slot (SH+, HB+, BOHB+), a
+            :class:`~jaxstop.policies.halving.HalvingUQState`.
+        bohb: The results the BOHB model is fitted to, a
+            :class:`~jaxstop.policies.halving.HalvingBOHBState`.
+    """
+
+    round: jax.Array
+    configs: jax.Array
+    member: jax.Array
+    pending: jax.Array
+    complete: jax.Array
+    epochs: jax.Array
+    mu: jax.Array
+    alloc: jax.Array
+    carry: jax.Array
+    current: jax.Array
+    order: jax.Array
+    spent: jax.Array
+    unspent: jax.Array
+    inc_level: jax.Array
+    inc_value: jax.Array
+    inc_config: jax.Array
+    done: jax.Array
+    uq: HalvingUQState
+    bohb: HalvingBOHBState
+
+    # the sub-states' fields, readable as before the split
+    sigma = property(lambda self: self.uq.sigma, doc="``uq.sigma``.")
+    delta = property(lambda self: self.uq.delta, doc="``uq.delta``.")
+    recent = property(lambda self: self.uq.recent, doc="``uq.recent``.")
+    count = property(lambda self: self.uq.count, doc="``uq.count``.")
+    chosen = property(lambda self: self.bohb.chosen, doc="``bohb.chosen``.")
+    rec_config = property(lambda self: self.bohb.rec_config, doc="``bohb.rec_config``.")
+    rec_level = property(lambda self: self.bohb.rec_level, doc="``bohb.rec_level``.")
+    rec_loss = property(lambda self: self.bohb.rec_loss, doc="``bohb.rec_loss``.")
+    rec_count = property(lambda self: self.bohb.rec_count, doc="``bohb.rec_count``.")
+
+
+class HalvingInfo(NamedTuple):
+    """What ``tell`` of the halving family returns.
+
+    Attributes:
+        terminate: The whole schedule is done, bool ().
+        incumbent: Configuration the run would return now, int32 ().
+        incumbent_value: Its loss at the rung it was compared at, ().
+        round: Global round index after this tell, int32 ().
+        decisions: Whether this tell ended a round with a keep decision (0 or 1), int32 ().
+        kept: Members kept by the last decision of this tell (-1 without), int32 ().
+        fallback: The last decision used the plain count for lack of
+            uncertainty estimates (always True for the plain versions), bool ().
+        tau: The threshold ``P_{k*}`` of the last UQ decision (NaN otherwise), ().
+        round_budget: Budget ``R`` of the round that decision was for, int32 ().
+        spent: Epochs charged so far, int32 ().
+        unspent: ``HalvingState.unspent`` after this tell, int32 ().
+    """
+
+    terminate: jax.Array
+    incumbent: jax.Array
+    incumbent_value: jax.Array
+    round: jax.Array
+    decisions: jax.Array
+    kept: jax.Array
+    fallback: jax.Array
+    tau: jax.Array
+    round_budget: jax.Array
+    spent: jax.Array
+    unspent: jax.Array
+

@@ -1,0 +1,132 @@
+"""The UQ part of the halving family: per-candidate uncertainty from a window of
+recent losses, and its use by the UQ-guided keep rule (SH+, HB+, BOHB+).
+
+:func:`push` and :func:`uncertainty` keep and summarise the last ``window + 1``
+losses of every slot (also used by sub-sampling plus); :func:`keep_inputs` and
+:func:`keep_mask` are the two halves of a round's UQ decision around
+:func:`jaxstop.confidence.keep_count` (the rules are in the docstring of
+:mod:`jaxstop.policies.halving`).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+__all__ = ["HalvingUQState", "check_keep_rule", "check_window", "init_uq_state", "keep_inputs", "keep_mask",
+           "push", "uncertainty"]
+
+_KEEP_RULES = ("argmax", "crossing")
+
+
+class HalvingUQState(NamedTuple):
+    """The uncertainty part of :class:`~jaxstop.policies.halving.HalvingState`
+    (``cap`` slots, ``W = window + 1``, 0 for the plain versions, which keep it unused).
+
+    Attributes:
+        sigma: Windowed uncertainty per slot (0 with fewer than two losses), (cap,).
+        delta: Estimated per-epoch reduction of ``sigma``, shape (cap,).
+        recent: Last ``window + 1`` losses per slot, oldest first, shape (cap, W).
+        count: Losses reported per slot, shape (cap,) int32.
+    """
+
+    sigma: jax.Array
+    delta: jax.Array
+    recent: jax.Array
+    count: jax.Array
+
+
+def init_uq_state(cap: int, width: int, fdtype) -> HalvingUQState:
+    """The uncertainty state of ``cap`` slots without losses (``width = W``)."""
+    return HalvingUQState(
+        sigma=jnp.zeros((cap,), fdtype),
+        delta=jnp.zeros((cap,), fdtype),
+        recent=jnp.full((cap, width), jnp.nan, fdtype),
+        count=jnp.zeros((cap,), jnp.int32),
+    )
+
+
+def check_window(window) -> int:
+    """Checks the number of losses in the uncertainty window (an int >= 2)."""
+    if isinstance(window, bool) or not isinstance(window, (int, np.integer)):
+        raise TypeError(f"window must be an int, got {type(window).__name__}")
+    if window < 2:
+        raise ValueError(f"window must be >= 2, got {window}")
+    return int(window)
+
+
+def check_keep_rule(keep_rule):
+    """Checks the name of a :func:`jaxstop.confidence.keep_count` rule."""
+    if keep_rule not in _KEEP_RULES:
+        raise ValueError(f"keep_rule must be one of {_KEEP_RULES}, got {keep_rule!r}")
+    return keep_rule
+
+
+def push(recent, count, slot, value):
+    """Appends ``value`` to the chronological buffer of ``slot``."""
+    width = recent.shape[1]
+    row = recent[slot]
+    c = count[slot]
+    appended = row.at[jnp.minimum(c, width - 1)].set(value)
+    shifted = jnp.concatenate([row[1:], value[None]])
+    row = jnp.where(c < width, appended, shifted)
+    return recent.at[slot].set(row), count.at[slot].add(1)
+
+
+def _masked_std(x, mask):
+    """Sample standard deviation (ddof = 1) of each row of ``x`` over ``mask``; 0 with < 2."""
+    n = jnp.sum(mask, axis=1)
+    zero = jnp.zeros((), x.dtype)
+    xs = jnp.where(mask, x, zero)
+    mean = jnp.sum(xs, axis=1) / jnp.maximum(n, 1).astype(x.dtype)
+    dev = jnp.where(mask, x - mean[:, None], zero)
+    var = jnp.sum(dev * dev, axis=1) / jnp.maximum(n - 1, 1).astype(x.dtype)
+    return jnp.where(n >= 2, jnp.sqrt(var), zero), n
+
+
+def uncertainty(recent, count, window: int, params):
+    """(sigma, delta, has) of every slot from its recent losses (Eq. 1, App. C).
+
+    ``recent`` holds the last ``min(count, window + 1)`` losses left-aligned, oldest
+    first. The window statistics equal ``confidence.window_std(recent, cnt, window)``
+    and ``confidence.window_delta_sigma(recent, cnt, window)`` (``ddof = 1``), written
+    out for this layout because they run after every simulated job.
+    """
+    width = recent.shape[1]
+    cnt = jnp.minimum(count, width)[:, None]
+    j = jnp.arange(width)[None, :]
+    finite = jnp.isfinite(recent)
+    now, n_now = _masked_std(recent, finite & (j < cnt) & (j >= cnt - window))
+    prev, n_prev = _masked_std(recent, finite & (j < cnt - 1) & (j >= cnt - 1 - window))
+    fdtype = recent.dtype
+    zero = jnp.zeros((), fdtype)
+    has = count >= 2
+    sigma = jnp.where(has, jnp.maximum(now, params.min_sigma.astype(fdtype)), zero)
+    given = params.delta_sigma.astype(fdtype)
+    delta = jnp.where((n_now >= 2) & (n_prev >= 2), prev - now, zero)
+    delta = jnp.where(has, jnp.where(jnp.isfinite(given), given, delta), zero)
+    return sigma, delta, has
+
+
+
+def keep_inputs(member, mu, u: HalvingUQState, budget, fdtype):
+    """Arguments of keep_count for the decision at the end of a round:
+    ``(mu, sigma, delta, budget, mask)`` with neutral values outside ``mask``."""
+    ok = member & jnp.isfinite(mu) & (u.sigma > 0)
+    zero, one = jnp.zeros((), fdtype), jnp.ones((), fdtype)
+    return (jnp.where(ok, mu, zero), jnp.where(ok, u.sigma, one), jnp.where(ok, u.delta, zero),
+            budget, ok)
+
+
+def keep_mask(member, mu, u: HalvingUQState, plain_keep, uq_keep, uq_tau, fdtype):
+    """The members a UQ decision keeps: keep_count's mask ``uq_keep``, or the plain
+    count's ``plain_keep`` when a member has fewer than two losses. Returns
+    ``(keep, fallback, tau)``."""
+    fallback = jnp.any(member & (u.count < 2))
+    ok = member & jnp.isfinite(mu) & (u.sigma > 0)
+    keep = jnp.where(fallback, plain_keep, uq_keep & ok)
+    tau = jnp.where(fallback, jnp.nan, uq_tau).astype(fdtype)
+    return keep, fallback, tau
