@@ -42,18 +42,10 @@ from jax.typing import ArrayLike
 
 from jaxstop import confidence
 from jaxstop.policies._base import Job, Policy, Result, make_job
-from jaxstop.policies.halving import (
-    _check_candidates,
-    _check_window,
-    _default_params,
-    _first,
-    _float_dtype,
-    _push,
-    _rank_key,
-    _sample_rows,
-    _uncertainty,
-    halving_schedule,
-)
+from jaxstop.policies._halving.params import check_candidates, default_params, float_dtype
+from jaxstop.policies._halving.schedule import halving_schedule
+from jaxstop.policies._halving.slots import first, rank_key, sample_rows
+from jaxstop.policies._halving.uncertainty import check_window, push, uncertainty
 
 __all__ = ["SubsamplingInfo", "SubsamplingState", "subsampling"]
 
@@ -114,7 +106,7 @@ class SubsamplingInfo(NamedTuple):
 def _leader(epochs, mu):
     """Most-trained candidate; ties to the lower loss, then the lower index."""
     top = epochs == jnp.max(epochs)
-    return jnp.argmin(_rank_key(mu, top)).astype(jnp.int32)
+    return jnp.argmin(rank_key(mu, top)).astype(jnp.int32)
 
 
 def subsampling(
@@ -171,9 +163,9 @@ def subsampling(
     """
     sched = halving_schedule("subsampling", num_configs, max_budget, eta, uq,
                              num_start=num_start, min_budget=min_budget, budget=budget, step=step)
-    window = _check_window(window)
-    fdtype = _float_dtype(dtype)
-    cand = _check_candidates(candidates, num_configs, fdtype, False, "subsampling")
+    window = check_window(window)
+    fdtype = float_dtype(dtype)
+    cand = check_candidates(candidates, num_configs, fdtype, False, "subsampling")
     uq = bool(uq)
     n = sched.num_start
     stp = sched.step
@@ -182,7 +174,7 @@ def subsampling(
     idx = np.arange(n, dtype=np.int32)
 
     def _init(key, params):
-        cfg = _sample_rows(key, num_configs, n)
+        cfg = sample_rows(key, num_configs, n)
         return SubsamplingState(
             configs=cfg,
             epochs=jnp.zeros((n,), jnp.int32),
@@ -199,7 +191,7 @@ def subsampling(
         )
 
     def _ask(key, state: SubsamplingState, params):
-        slot = _first(state.pending)
+        slot = first(state.pending)
         start = state.epochs[slot]
         active = state.pending[slot] & ~state.done
         room = jnp.minimum(jnp.minimum(stp, max_budget - start), total - state.spent)
@@ -210,7 +202,7 @@ def subsampling(
 
     def _report(state: SubsamplingState, job: Job, epoch, value, params):
         v = jnp.asarray(value).astype(fdtype)
-        recent, count = _push(state.recent, state.count, state.current, v)
+        recent, count = push(state.recent, state.count, state.current, v)
         return state._replace(recent=recent, count=count), jnp.asarray(False)
 
     def select(s: SubsamplingState, params):
@@ -227,7 +219,7 @@ def subsampling(
         else:
             wins = s.mu < s.mu[m]
         beats = others & wins
-        best_other = jnp.argmin(_rank_key(s.mu, trainable))
+        best_other = jnp.argmin(rank_key(s.mu, trainable))
         fallback = jnp.where(trainable[m], m, best_other)
         alone = (jnp.asarray(idx) == fallback) & trainable
         return jnp.where(jnp.any(beats), beats, alone), m
@@ -250,7 +242,7 @@ def subsampling(
             spent=(s.spent + jnp.where(active, epoch - start, 0)).astype(jnp.int32),
         )
         if uq:
-            sigma, _, _ = _uncertainty(s.recent, s.count, window, params)
+            sigma, _, _ = uncertainty(s.recent, s.count, window, params)
             s = s._replace(sigma=sigma)
         out_of_budget = s.spent >= total
         round_over = ~jnp.any(s.pending) & ~s.done & ~out_of_budget
@@ -274,7 +266,7 @@ def subsampling(
         return s, info
 
     init_j, ask_j, report_j, tell_j = jax.jit(_init), jax.jit(_ask), jax.jit(_report), jax.jit(_tell)
-    default = lambda: _default_params(fdtype)  # noqa: E731
+    default = lambda: default_params(fdtype)  # noqa: E731
 
     def init(key, params=None):
         return init_j(key, default() if params is None else params)

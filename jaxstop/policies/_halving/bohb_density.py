@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from jaxstop.policies._slots import rank_key
+from jaxstop.policies._halving.slots import rank_key
 
 __all__ = ["HalvingBOHBState", "init_bohb_state", "propose", "record"]
 

@@ -22,12 +22,13 @@ from jax import lax
 
 from jaxstop import confidence
 from jaxstop._src import checks as _checks
-from jaxstop.policies import _bohb_density, _uncertainty
+from jaxstop.policies._halving import bohb_density as _bohb_density
+from jaxstop.policies._halving import uncertainty as _uncertainty
 from jaxstop.policies._base import Job, Policy, Result, make_job
-from jaxstop.policies._halving_state import HalvingInfo, HalvingState
-from jaxstop.policies._params import default_params
-from jaxstop.policies._schedule import HalvingSchedule, RoundTable, round_jobs, round_table
-from jaxstop.policies._slots import first, rank_key, ranks, sample_rows
+from jaxstop.policies._halving.state import HalvingInfo, HalvingState
+from jaxstop.policies._halving.params import default_params
+from jaxstop.policies._halving.schedule import HalvingSchedule, RoundTable, round_jobs, round_table
+from jaxstop.policies._halving.slots import first, rank_key, ranks, sample_rows
 
 __all__ = ["Engine", "apply_keep", "ask", "end_bracket", "halving_policy", "init", "keep_inputs", "record",
            "report", "start_bracket", "update_incumbent"]

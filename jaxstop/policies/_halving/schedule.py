@@ -4,7 +4,7 @@ Everything here is plain Python ints, computed once per policy from
 ``(num_configs, max_budget, eta, min_budget)`` (the rules are in the docstring of
 :mod:`jaxstop.policies.halving`): :func:`halving_schedule` gives the brackets and
 the budget, and :func:`round_table` lays the rounds of all brackets out as NumPy
-columns that the engine (:mod:`jaxstop.policies._halving_engine`) indexes by the
+columns that the engine (:mod:`jaxstop.policies._halving.engine`) indexes by the
 global round.
 """
 

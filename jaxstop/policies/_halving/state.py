@@ -2,7 +2,7 @@
 
 :class:`HalvingState` is the core every variant uses, with the UQ part
 (:class:`~jaxstop.policies._uncertainty.HalvingUQState`) and the BOHB part
-(:class:`~jaxstop.policies._bohb_density.HalvingBOHBState`) as sub-states; the
+(:class:`~jaxstop.policies._halving.bohb_density.HalvingBOHBState`) as sub-states; the
 variants that do not use a part keep it with the shapes noted there. The
 sub-states' fields read directly too (``state.sigma`` is ``state.uq.sigma``).
 """
@@ -13,8 +13,8 @@ from typing import NamedTuple
 
 import jax
 
-from jaxstop.policies._bohb_density import HalvingBOHBState
-from jaxstop.policies._uncertainty import HalvingUQState
+from jaxstop.policies._halving.bohb_density import HalvingBOHBState
+from jaxstop.policies._halving.uncertainty import HalvingUQState
 
 __all__ = ["HalvingInfo", "HalvingState"]
 

@@ -1,0 +1,13 @@
+"""The machinery of the successive-halving family (SH, Hyperband, BOHB, subsampling).
+
+Private to :mod:`jaxstop.policies`; the public factories are in ``halving.py`` and
+``subsampling.py``. One job per file:
+
+* ``schedule``: brackets and rungs (``halving_schedule``) and the per-round table of sizes.
+* ``params``: the numeric hyperparameters (``HalvingParams``) and their defaults.
+* ``state``: the policy state (core fields plus the UQ and BOHB sub-states) and its info.
+* ``engine``: the rung engine's step functions (start a bracket, record, keep, promote).
+* ``uncertainty``: the UQ part of SH+ / HB+ / BOHB+ / SS+ (windowed sigma, keep inputs).
+* ``bohb_density``: BOHB's density-ratio proposals (good over bad kernel densities).
+* ``slots``: ranking and sampling helpers over fixed-size slots.
+"""
