@@ -19,23 +19,22 @@ Writes a Markdown table to ``benchmarks/out/bench_bos.md``.
 
 from __future__ import annotations
 
-import argparse
-import os
-import statistics
-import sys
-import time
-from datetime import datetime, timezone
-
 # As the project's tests and Makefile do (see README): one OpenBLAS thread for small
 # LAPACK calls, single-threaded Eigen in XLA:CPU. Set before numpy / jax load.
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false")
+import _common
+
+_common.setup_environment()
+
+import argparse  # noqa: E402
+import os  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from datetime import datetime, timezone  # noqa: E402
 
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
 
 from jaxstop import bos  # noqa: E402
-from machine import describe  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)  # float64 runs need it; float32 inputs stay float32
 
@@ -165,18 +164,13 @@ def np_solve(rng, prefix, best, horizon, k1, k2, cost, num_paths, dtype, rank=12
 
 
 def timed(fn, repeats):
-    out = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        jax.block_until_ready(fn())
-        out.append(time.perf_counter() - t)
-    return statistics.median(out), out
+    """Median seconds of ``repeats`` calls of ``fn`` (no warm-up call)."""
+    return _common.median_seconds(fn, repeats, warmup=0)
 
 
 def first_call(fn):
-    t = time.perf_counter()
-    jax.block_until_ready(fn())
-    return time.perf_counter() - t
+    """Seconds of one call of ``fn``: the first one compiles."""
+    return _common.median_seconds(fn, 1, warmup=0)[0]
 
 
 def batch_problems(num_trials, seed=0):
@@ -303,7 +297,7 @@ def main(argv=None):
         "# BO-BOS solve benchmark (`jaxstop.bos`)",
         "",
         f"- Date: {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}",
-        f"- Machine: {describe()}; JAX {jax.__version__} on {jax.devices()[0].platform}",
+        f"- Machine: {_common.describe()}; JAX {jax.__version__} on {jax.devices()[0].platform}",
         f"- Command: `{command}`",
         f"- Median of {repeats} runs after a first (compiling) call; compile = first call - median run.",
         (

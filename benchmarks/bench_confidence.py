@@ -15,7 +15,8 @@ Compares, in one run and on the same inputs,
 * ``scipy quad`` -- ``scipy.integrate.quad`` per candidate on the defining
   integral (the accuracy reference), for small ``n`` only.
 
-Timings are medians of several runs after ``.block_until_ready()``. The table
+Timings are medians of several runs after ``.block_until_ready()``, one thread for
+OpenBLAS and XLA's Eigen (``_common.setup_environment``). The table
 (Markdown) is printed and written to ``benchmarks/out/bench_confidence.md``.
 
 Usage::
@@ -33,24 +34,26 @@ and far longer for NumPy.
 
 from __future__ import annotations
 
-import argparse
-import datetime
-import os
-import platform
-import statistics
-import sys
-import time
-from pathlib import Path
+import _common
 
-import jax
-import jax.numpy as jnp
-import numpy as np
-from scipy import integrate, special, stats
+_common.setup_environment()
 
-import jaxstop
-import jaxstop.confidence as conf
-from jaxstop.confidence import confidence_curve, confidence_curve_batch
-from machine import cpu
+import argparse  # noqa: E402
+import datetime  # noqa: E402
+import os  # noqa: E402
+import platform  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+from scipy import integrate, special, stats  # noqa: E402
+
+import jaxstop  # noqa: E402
+import jaxstop.confidence as conf  # noqa: E402
+from jaxstop.confidence import confidence_curve, confidence_curve_batch  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "out" / "bench_confidence.md"
 
@@ -181,24 +184,18 @@ def quad_confidence_curve(mu, sigma):
 # timing helpers
 
 
-def _median_time(fn, repeats, warmup=2, min_seconds=0.25, max_runs=200):
-    """Median of at least ``repeats`` timed runs, more (up to ``max_runs``) until they
-    add up to ``min_seconds``: short runs are noisy."""
-    for _ in range(warmup):  # first calls pay one-off costs (allocation, thread start-up)
-        fn()
-    times = []
-    while len(times) < repeats or (sum(times) < min_seconds and len(times) < max_runs):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+def _median_time(fn, repeats, warmup=2):
+    """Median of at least ``repeats`` timed runs after ``warmup`` calls (first calls pay
+    one-off costs: allocation, thread start-up), more (up to 200) until they add up to
+    0.25 s: short runs are noisy."""
+    return _common.median_seconds(fn, repeats, warmup=warmup, min_seconds=0.25, max_runs=200)[0]
 
 
 def _panels_evaluated(mu, sigma):
     """Mean number of panels jaxstop's kernel takes per problem (one problem at a time)."""
-    if not hasattr(conf, "_rows_sums"):  # a version of jaxstop that evaluates every panel
-        return float("nan")
-    rows = jax.jit(lambda m, s: conf._rows_sums(m[None], s[None], jnp.ones((1,) + m.shape, bool))[1])
+    from jaxstop.confidence import _quadrature  # the kernel's panel loop (internal)
+
+    rows = jax.jit(lambda m, s: _quadrature._rows_sums(m[None], s[None], jnp.ones((1,) + m.shape, bool))[1])
     return float(np.mean([int(rows(jnp.asarray(m), jnp.asarray(s))) for m, s in zip(mu, sigma)]))
 
 
@@ -212,12 +209,10 @@ def _problems(rng, batch, n, dtype, spread=0.9):
 def _jax_compiled(fn, mu, sigma, options=None):
     """``fn`` (confidence_curve or its batch form) jitted and compiled once for (mu, sigma)."""
     args = (jnp.asarray(mu), jnp.asarray(sigma))
-    t0 = time.perf_counter()
-    compiled = jax.jit(fn).lower(*args).compile(compiler_options=options or None)
-    t_compile = time.perf_counter() - t0
+    compiled, t_compile = _common.compile_timed(fn, *args, options=options)
 
     def run():
-        return jax.block_until_ready(compiled(*args))
+        return compiled(*args)
 
     return compiled, args, t_compile, run
 
@@ -377,7 +372,7 @@ def main(argv=None):
         f"{datetime.datetime.now().isoformat(timespec='seconds')}\n\n"
         f"- command: `{cmd}`\n"
         f"- machine: {platform.platform()}; "
-        f"processor: {cpu()}; "
+        f"processor: {_common.cpu()}; "
         f"{os.cpu_count()} logical CPUs\n"
         f"- jax {jax.__version__}, devices: {jax.devices()}; numpy {np.__version__}; "
         f"XLA_FLAGS={os.environ.get('XLA_FLAGS', '(unset)')!r}; jaxstop compiled with "

@@ -4,6 +4,7 @@ One study and a batch of studies (n = 100 observations, d = 9), float32 and
 float64. Compile time is measured separately from run time; run times are the
 median of several calls after ``block_until_ready``. The batch is processed
 with ``lax.map(..., batch_size=...)`` over vmapped chunks so memory stays bounded.
+One BLAS thread and XLA's single-threaded Eigen (``_common.setup_environment``).
 
 Usage:
     python benchmarks/bench_gp.py            # full: batch of 1,000 studies
@@ -12,14 +13,13 @@ Usage:
 
 from __future__ import annotations
 
-import os
+import _common
 
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+_common.setup_environment()
 
 import argparse  # noqa: E402
-import statistics  # noqa: E402
+import os  # noqa: E402
 import sys  # noqa: E402
-import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import jax  # noqa: E402
@@ -29,17 +29,8 @@ jax.config.update("jax_enable_x64", True)  # float64 available; each case picks 
 import jax.numpy as jnp  # noqa: E402
 
 from jaxstop import gp  # noqa: E402
-from machine import cpu  # noqa: E402
 
-N, D, M = 100, 9, 2048
-
-
-def make_data(key, batch, dtype):
-    kx, kn, kq = jax.random.split(key, 3)
-    X = jax.random.uniform(kx, (batch, N, D), dtype)
-    y = jnp.sin(6 * X[..., 0]) + jnp.cos(4 * X[..., 1]) * X[..., 2] + 0.1 * jax.random.normal(kn, (batch, N), dtype)
-    Xq = jax.random.uniform(kq, (batch, M, D), dtype)
-    return X, y, Xq
+N, D, M = _common.GP_N, _common.GP_D, _common.GP_QUERIES
 
 
 def one_study(X, y, Xq, steps, tol):
@@ -51,16 +42,10 @@ def one_study(X, y, Xq, steps, tol):
 
 
 def timed(fn, *args, repeats):
-    start = time.perf_counter()
-    compiled = jax.jit(fn).lower(*args).compile()
-    compile_s = time.perf_counter() - start
-    jax.block_until_ready(compiled(*args))  # warm-up
-    runs = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        out = jax.block_until_ready(compiled(*args))
-        runs.append(time.perf_counter() - start)
-    return compile_s, statistics.median(runs), out
+    """Compile time, median run time (after one warm-up call) and the output of ``fn(*args)``."""
+    compiled, compile_s = _common.compile_timed(fn, *args)
+    run_s, out = _common.median_seconds(lambda: compiled(*args), repeats)
+    return compile_s, run_s, out
 
 
 def main(argv=None):
@@ -81,10 +66,10 @@ def main(argv=None):
     dtypes = {"float32": (jnp.float32,), "float64": (jnp.float64,), "both": (jnp.float32, jnp.float64)}[args.dtype]
 
     device = jax.devices()[0]
-    machine = f"{cpu()}, {device.platform}: {device.device_kind}"
+    machine = f"{_common.cpu()}, {device.platform}: {device.device_kind}"
     rows = []
     for dtype in dtypes:
-        X, y, Xq = make_data(jax.random.key(0), batch, dtype)
+        X, y, Xq = _common.gp_studies(jax.random.key(0), batch, dtype)
         single = lambda X, y, Xq: one_study(X, y, Xq, args.steps, args.tol)  # noqa: E731
         c1, r1, out1 = timed(single, X[0], y[0], Xq[0], repeats=repeats_one)
 
@@ -105,7 +90,8 @@ def main(argv=None):
         f"n = {N}, d = {D}",
         "",
         f"Machine: {machine}. Command: `python benchmarks/bench_gp.py {' '.join(sys.argv[1:])}`"
-        f" (OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS')}, jax {jax.__version__}).",
+        f" (OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS')}, XLA_FLAGS={os.environ.get('XLA_FLAGS')!r}, "
+        f"jax {jax.__version__}).",
         "",
         f"| dtype | 1 study: compile (s) | 1 study: run (ms) | {batch} studies: compile (s) | {batch} studies: run (s) "
         "| per study in batch (ms) | fits finite | evaluations used, median |",

@@ -46,11 +46,9 @@ vmapped batch of fits in small groups).
 
 from __future__ import annotations
 
-import os
+import _common
 
-for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ.setdefault(_v, "1")
-os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1")
+_common.setup_environment()  # one thread each: OpenMP / OpenBLAS / MKL (torch), XLA's Eigen
 
 import argparse  # noqa: E402
 import datetime  # noqa: E402
@@ -74,7 +72,6 @@ jax.config.update("jax_enable_x64", True)
 import jax.numpy as jnp  # noqa: E402
 
 from jaxstop import regret  # noqa: E402
-from machine import cpu  # noqa: E402
 
 SETTINGS = {
     "jaxstop": {},
@@ -84,12 +81,6 @@ SETTINGS = {
 }
 WARM = "jaxstop warm"
 F32 = "jaxstop float32"
-
-
-def make_study(rng, n, d):
-    X = rng.uniform(size=(n, d))
-    y = np.sum((X - 0.3) ** 2, axis=1) + 0.3 * np.sin(5 * X[:, 0]) + 0.05 * rng.normal(size=n)
-    return X, y
 
 
 def optuna_evaluator():
@@ -164,27 +155,16 @@ def study_digest(X, y):
 
 
 def time_optuna(evaluator, trials, repeats):
+    """Median seconds of Optuna's evaluation (no warm-up call) and its last value."""
     from optuna.study import StudyDirection
 
-    runs, value = [], None
-    for _ in range(repeats):
-        start = time.perf_counter()
-        value = evaluator.evaluate(trials, StudyDirection.MINIMIZE)
-        runs.append(time.perf_counter() - start)
-    return statistics.median(runs), value
+    return _common.median_seconds(lambda: evaluator.evaluate(trials, StudyDirection.MINIMIZE), repeats, warmup=0)
 
 
 def time_jaxstop(fn, args, repeats):
-    start = time.perf_counter()
-    compiled = jax.jit(fn).lower(*args).compile()
-    compile_s = time.perf_counter() - start
-    out = jax.block_until_ready(compiled(*args))
-    runs = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        out = jax.block_until_ready(compiled(*args))
-        runs.append(time.perf_counter() - start)
-    return compile_s, statistics.median(runs), out, compiled
+    compiled, compile_s = _common.compile_timed(fn, *args)
+    run_s, out = _common.median_seconds(lambda: compiled(*args), repeats)
+    return compile_s, run_s, out, compiled
 
 
 def main(argv=None):
@@ -200,8 +180,7 @@ def main(argv=None):
     ap.add_argument("--pin", type=int, default=None, help="pin the process to this CPU core")
     ap.add_argument("--out", default=str(HERE / "out" / "bench_termination.md"))
     args = ap.parse_args(argv)
-    if args.pin is not None and hasattr(os, "sched_setaffinity"):
-        os.sched_setaffinity(0, {args.pin})
+    _common.pin(args.pin)
     ns = (20, 200) if args.quick else (20, 50, 100, 200, 500)
     dims = (3, 9)
     rep_j, rep_o = (3, 2) if args.quick else (7, 5)
@@ -211,11 +190,11 @@ def main(argv=None):
 
     anchor = OptunaAnchor(args.optuna_from, rep_o)
     rng = np.random.default_rng(0)
-    anchor.warm_up(*make_study(rng, 30, 3))  # lazy imports of torch / scipy
+    anchor.warm_up(*_common.termination_study(rng, 30, 3))  # lazy imports of torch / scipy
     rows, per_study_optuna = [], {}
     for d in dims:
         for n in ns:
-            X, y = make_study(rng, n, d)
+            X, y = _common.termination_study(rng, n, d)
             t_opt, b_opt = anchor.time(X, y)
             per_study_optuna[(n, d)] = t_opt
             row = {"n": n, "d": d, "optuna": t_opt, "b_optuna": b_opt}
@@ -236,9 +215,9 @@ def main(argv=None):
     n_b = 200
     for d in dims:
         if (n_b, d) not in per_study_optuna:
-            X, y = make_study(rng, n_b, d)
+            X, y = _common.termination_study(rng, n_b, d)
             per_study_optuna[(n_b, d)] = anchor.time(X, y)[0]
-        data = [make_study(rng, n_b, d) for _ in range(batch)]
+        data = [_common.termination_study(rng, n_b, d) for _ in range(batch)]
         Xb = jnp.asarray(np.stack([a for a, _ in data]))
         yb = jnp.asarray(np.stack([b for _, b in data]))
         keys = jax.random.split(jax.random.key(2), batch)
@@ -269,7 +248,7 @@ def main(argv=None):
             print(f"batch d={d} {mode}: {done} studies in {t:.2f} s ({t / done * 1e3:.2f} ms each); "
                   f"throughput x{per_study_optuna[(n_b, d)] / (t / done):.1f}", flush=True)
 
-    cpu_text = cpu()
+    cpu_text = _common.cpu()
     dev = jax.devices()[0]
     where = "" if backend == "cpu" else f"; jaxstop on {backend} ({dev.device_kind})"
     if args.optuna_from is None:

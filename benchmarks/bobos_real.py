@@ -45,14 +45,12 @@ only for the data sets that run first in both.
 
 from __future__ import annotations
 
-import os
+import _common
 
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false")
+_common.setup_environment()
 
 import argparse  # noqa: E402
 import json  # noqa: E402
-import sys  # noqa: E402
 import time  # noqa: E402
 from datetime import datetime, timezone  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -61,10 +59,7 @@ import numpy as np  # noqa: E402
 
 import jax  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from realcurves import CurveData, anytime_error, fraction_to_match, load_curves, se  # noqa: E402
-from machine import describe  # noqa: E402
+from _common import CurveData, anytime_error, fraction_to_match, load_curves, se  # noqa: E402
 
 from jaxstop import sim  # noqa: E402
 from jaxstop.policies.bo_bos import bo_bos, default_intermediate_epochs, gp_ucb  # noqa: E402
@@ -215,7 +210,7 @@ def write(args, rows, curves, timings, total, skipped):
         "",
         f"- Generated {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC by `benchmarks/bobos_real.py"
         f"{' --quick' if args.quick else ''}`; {args.seeds} seeds per policy, float32.",
-        f"- Machine: {describe()}; JAX {jax.__version__} on {jax.devices()[0].platform}; total {total:.0f} s.",
+        f"- Machine: {_common.describe()}; JAX {jax.__version__} on {jax.devices()[0].platform}; total {total:.0f} s.",
         f"- BO-BOS / GP-UCB: {args.bobos_max_evals} / {args.max_evals} evaluations, {args.num_init} random start "
         f"points, GP refit of at most {args.gp_fit_steps} objective evaluations per ask; "
         f"BO-BOS: N0 = {args.n0}, {args.num_paths} BOS paths per solve, "
@@ -249,7 +244,7 @@ def write(args, rows, curves, timings, total, skipped):
         lines.append(f"| {name} | {LABEL[kind]} | {tc:.1f} | {tr:.1f} |")
     out.write_text("\n".join(lines) + "\n")
     print(f"wrote {out}")
-    summary = dict(args={k: v for k, v in vars(args).items()}, machine=describe(), jax=jax.__version__,
+    summary = dict(args={k: v for k, v in vars(args).items()}, machine=_common.describe(), jax=jax.__version__,
                    total_seconds=total, skipped=skipped, rows=rows,
                    timings=[dict(data=a, policy=b, compile=c, run=d) for a, b, c, d in timings])
     out.with_suffix(".json").write_text(json.dumps(summary, indent=1, default=float))

@@ -1,7 +1,7 @@
 """Loaders for the real HPO data vendored in ``benchmarks/data``.
 
 Every loader returns NumPy arrays in a ``NamedTuple``; nothing here reads outside this
-folder. The arrays are written by ``benchmarks/convert_data.py``, whose docstring
+folder. The arrays are written by ``tools/convert_data.py``, whose docstring
 documents every conversion choice; licences and sources sit beside each data file.
 
 * :func:`load_bo_cv` -- 380 GP-BO traces with 10-fold CV scores (Makarova et al., 2022).
@@ -48,7 +48,7 @@ _LCBENCH = DATA / "yahpo_lcbench"
 
 def _load(path: Path) -> dict[str, np.ndarray]:
     if not path.is_file():
-        raise FileNotFoundError(f"{path} is missing; run benchmarks/convert_data.py")
+        raise FileNotFoundError(f"{path} is missing; run tools/convert_data.py")
     with np.load(path, allow_pickle=False) as npz:
         return {k: npz[k] for k in npz.files}
 

@@ -34,14 +34,13 @@ Output: ``benchmarks/out/termination_cv.md``.
 
 from __future__ import annotations
 
-import os
+import _common
 
-os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1")
-os.environ.setdefault("OMP_NUM_THREADS", "1")
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+_common.setup_environment()  # each worker process: one XLA / BLAS thread
 
 import argparse  # noqa: E402
 import multiprocessing as mp  # noqa: E402
+import os  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -49,11 +48,9 @@ from pathlib import Path  # noqa: E402
 import numpy as np  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
 import datasets  # noqa: E402
-from machine import cpu  # noqa: E402
 
 # Table 3 of the paper: method -> (RTC RF, RTC XGB, RYC RF, RYC XGB)
 TABLE3 = {
@@ -72,9 +69,8 @@ CONV = (10, 30, 50)
 
 def _worker(payload):
     """Replays a list of chunks of traces in one process (pinned to one core)."""
-    cpu, convention, chunks, opts = payload
-    if cpu is not None and hasattr(os, "sched_setaffinity"):
-        os.sched_setaffinity(0, {cpu})
+    core, convention, chunks, opts = payload
+    _common.pin(core)
     import jax
     import jax.numpy as jnp
 
@@ -247,7 +243,7 @@ def main(argv=None):
     algo_of = tr.algo[traces]
     auth = authors_scores(traces, tr)
 
-    machine = cpu()
+    machine = _common.cpu()
     lines = ["# Automatic termination on the authors' CV traces (Makarova et al., 2022, Table 3)", "",
              f"{len(traces)} traces ({int(np.sum(algo_of == 'RF'))} RF, {int(np.sum(algo_of == 'XGB'))} XGB)"
              f"{' (--quick subset)' if args.quick else ''}; machine: {machine}; "

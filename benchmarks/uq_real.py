@@ -42,13 +42,11 @@ only for the data sets that run first in both.
 
 from __future__ import annotations
 
-import os
+import _common
 
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false")
+_common.setup_environment()
 
 import argparse  # noqa: E402
-import sys  # noqa: E402
 import time  # noqa: E402
 from datetime import datetime, timezone  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -58,10 +56,7 @@ import numpy as np  # noqa: E402
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from realcurves import CurveData, anytime_error, fraction_to_match, load_curves, se  # noqa: E402
-from machine import describe  # noqa: E402
+from _common import CurveData, anytime_error, fraction_to_match, load_curves, se  # noqa: E402
 
 from jaxstop import sim  # noqa: E402
 from jaxstop.policies.halving import bohb, halving_schedule, hyperband, sh  # noqa: E402
@@ -210,7 +205,7 @@ def write(args, rows, curves, timings, seeds, total, skipped):
         "",
         f"- Generated {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC by `benchmarks/uq_real.py"
         f"{' --quick' if args.quick else ''}`; {seeds} seeds per policy, eta = 3, float32.",
-        f"- Machine: {describe()}; JAX {jax.__version__} on {jax.devices()[0].platform}; total {total:.0f} s.",
+        f"- Machine: {_common.describe()}; JAX {jax.__version__} on {jax.devices()[0].platform}; total {total:.0f} s.",
         "- Regret: returned configuration's fully-trained validation error minus the table's best, in "
         "percentage points (mean +- s.e.). Reduction = 1 - regret(UQ) / regret(plain). Budget: epochs "
         "(evaluations for DeBERTa); the plain budget is the schedule's, 'spent' the mean actually spent.",

@@ -2,7 +2,7 @@
 
 Usage (from the repository root)::
 
-    .venv/bin/python benchmarks/convert_data.py [SOURCE_DIR]
+    .venv/bin/python tools/convert_data.py [SOURCE_DIR]
 
 ``SOURCE_DIR`` is the folder holding ``bo_early_stopping/``, ``opda/`` and
 ``yahpo_data/`` (default: ``../shared/data`` relative to the repository root).
@@ -651,7 +651,7 @@ BO_README = """\
 Converted from the data of *Automatic Termination for Hyperparameter Optimization*
 (Makarova et al., AutoML 2022), Apache-2.0; see LICENSE, NOTICE and SOURCE.txt.
 These files are modified (converted) versions of the original CSV files; the
-conversion is `benchmarks/convert_data.py`, whose docstring documents every choice.
+conversion is `tools/convert_data.py`, whose docstring documents every choice.
 Load them with `benchmarks/datasets.py`. T = 380 traces = 19 datasets x {RF, XGB} x
 10 seeds, sorted by (dataset, algo, seed); N = 200 evaluations; d_max = 9.
 
@@ -702,7 +702,7 @@ SOURCE.txt. Changes: runs with NaN training loss removed (AlexNet), accuracies t
 into errors (1 - accuracy), curves padded into arrays, hyperparameters mapped to the
 unit cube; DeBERTa's off-grid end-of-epoch evaluations removed. These adapted data are
 distributed under the same licence, CC BY-SA 4.0. The conversion is
-`benchmarks/convert_data.py`; load with `benchmarks/datasets.py`.
+`tools/convert_data.py`; load with `benchmarks/datasets.py`.
 
 Common arrays (n runs, B budget steps, d hyperparameters):
 
@@ -759,7 +759,7 @@ Small real-data samples for examples and tests, loaded by `jaxstop.data`.
   accuracy turned into error, padding to 100 epochs, unit-cube configurations. This
   adapted sample is distributed under CC BY-SA 4.0.
 
-Both are produced by `benchmarks/convert_data.py` of the jaxstop repository.
+Both are produced by `tools/convert_data.py` of the jaxstop repository.
 """
 
 

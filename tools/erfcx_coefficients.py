@@ -1,7 +1,7 @@
 """Coefficients of the scaled complementary error function used by ``jaxstop.confidence``.
 
 ``erfcx(a) = exp(a^2) erfc(a)`` on ``0 <= a <= 12 / sqrt 2`` (standardised distances up
-to ``jaxstop.confidence._ZMAX = 12``) as a polynomial in
+to ``jaxstop._src.numerics.ZMAX = 12``) as a polynomial in
 
     s = (2 t - t0 - 1) / (1 - t0),   t = (K - a) / (K + a),   t0 = (K - 12 / sqrt 2) / (K + 12 / sqrt 2),
 
@@ -13,7 +13,7 @@ conversion to powers of ``s`` all in 50-digit arithmetic (mpmath), so the float6
 coefficients carry no cancellation error of their own. The script prints the constants
 and the maximum relative error of their float64 Horner evaluation on a dense grid.
 
-Usage (needs mpmath, which the ``bench`` extra brings): ``python benchmarks/erfcx_coefficients.py``
+Usage (needs mpmath, which the ``bench`` extra brings): ``python tools/erfcx_coefficients.py``
 for the float64 constants, ``--degree 10 --name _ERFCX_COEF32`` for the float32 ones.
 """
 

@@ -1,26 +1,29 @@
 """How close is ``gp.fit``'s bounded-cost fit to a converged one?
 
-On the studies of ``bench_gp.py`` (n = 100, d = 9, float64) the default fit
-(at most ``--steps`` evaluations, stopping once converged) is compared with a
+On the studies of ``bench_gp.py`` (``_common.gp_studies``: n = 100, d = 9; float64)
+the default fit (at most ``--steps`` evaluations, stopping once converged) is compared with a
 fit of 200 evaluations that takes every step, by the MAP objective (negative log
 marginal likelihood minus the log prior) at the returned hyperparameters:
 ``objective(fit) - objective(reference)`` as median / 90% / max over studies,
 and the evaluations the fit used.
 
 Usage:
-    python benchmarks/gp_fit_quality.py              # 200 studies
-    python benchmarks/gp_fit_quality.py --studies 50
+    python benchmarks/explore/gp_fit_quality.py              # 200 studies
+    python benchmarks/explore/gp_fit_quality.py --studies 50
 """
 
 from __future__ import annotations
 
-import os
+import sys
+from pathlib import Path
 
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for _common
+
+import _common  # noqa: E402
+
+_common.setup_environment()
 
 import argparse  # noqa: E402
-import sys  # noqa: E402
-from pathlib import Path  # noqa: E402
 
 import jax  # noqa: E402
 
@@ -28,9 +31,6 @@ jax.config.update("jax_enable_x64", True)
 
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).parent))
-import bench_gp  # noqa: E402
 
 from jaxstop import gp  # noqa: E402
 
@@ -44,7 +44,7 @@ def main(argv=None):
     ap.add_argument("--studies", type=int, default=200)
     ap.add_argument("--steps", type=int, nargs="*", default=[10, 20, 30])
     args = ap.parse_args(argv)
-    X, y, _ = bench_gp.make_data(jax.random.key(0), args.studies, jnp.float64)
+    X, y, _ = _common.gp_studies(jax.random.key(0), args.studies, jnp.float64)
     z = jax.vmap(lambda y: gp.standardize(y)[0])(y)
 
     def fit_all(steps, tol):
@@ -53,7 +53,7 @@ def main(argv=None):
         return np.asarray(jax.vmap(objective)(p, X, z)), np.asarray(info.steps), np.asarray(info.finite)
 
     ref, _, ref_ok = fit_all(200, 0.0)
-    print(f"{args.studies} studies of bench_gp.make_data (n = {bench_gp.N}, d = {bench_gp.D}), float64; "
+    print(f"{args.studies} studies of _common.gp_studies (n = {_common.GP_N}, d = {_common.GP_D}), float64; "
           f"reference: 200 evaluations, every step taken ({int(ref_ok.sum())} finite)\n")
     print("| at most | tol | objective - reference: median | 90% | max | evaluations used: median | max |")
     print("|---|---|---|---|---|---|---|")

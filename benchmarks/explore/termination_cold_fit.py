@@ -1,8 +1,8 @@
 """The cold GP fit of a regret bound at large n: step counts, the cost of one step, and three
 alternatives measured against the fit as it is.
 
-For ``--studies`` synthetic studies of ``bench_termination.py`` at each ``n`` (top set of
-``m = n / 2`` points), this times:
+For ``--studies`` synthetic studies of ``bench_termination.py`` (``_common.termination_study``)
+at each ``n`` (top set of ``m = n / 2`` points), this times:
 
 1. the fit as :func:`jaxstop.regret.fit_regret_bound` runs it cold (gp's default start, at
    most 20 quasi-Newton steps, ``fit_tol`` = 1e-2), with its step counts and its objective
@@ -17,43 +17,40 @@ For ``--studies`` synthetic studies of ``bench_termination.py`` at each ``n`` (t
 4. ``K^-1`` and ``log det K`` by a recursive Schur-complement inverse (dense products only)
    against Cholesky plus the blocked inverse: time and error against ``numpy.linalg.inv``.
 
-One thread, float64 unless marked; medians after a warm-up call.
+One thread, float64 unless marked; medians after a warm-up call (the parts timed
+round-robin, ``_common.round_robin_seconds``).
 
 Usage (from the repository root)::
 
-    python benchmarks/termination_cold_fit.py --pin 1                 # n = 500, d in {3, 9}
-    python benchmarks/termination_cold_fit.py --n 200 --d 3 --studies 10
+    python benchmarks/explore/termination_cold_fit.py --pin 1                 # n = 500, d in {3, 9}
+    python benchmarks/explore/termination_cold_fit.py --n 200 --d 3 --studies 10
 """
 
 from __future__ import annotations
 
-import os
+import sys
+from pathlib import Path
 
-for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ.setdefault(_v, "1")
-os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1")
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))  # benchmarks/, for _common
+
+import _common  # noqa: E402
+
+_common.setup_environment()
 
 import argparse  # noqa: E402
 import statistics  # noqa: E402
-import sys  # noqa: E402
 import time  # noqa: E402
 from functools import partial  # noqa: E402
-from pathlib import Path  # noqa: E402
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
 
-from bench_termination import make_study  # noqa: E402
-from machine import cpu  # noqa: E402
-from termination_profile import _median_ms  # noqa: E402
-
-from jaxstop._src import linalg as _linalg
 from jaxstop import gp, regret  # noqa: E402
+from jaxstop._src import linalg as _linalg  # noqa: E402
 
 MIN_NOISE = 1e-6
 
@@ -149,7 +146,7 @@ def cholesky_inverse(K):
 
 def run(n, d, num, repeats, rng):
     lines = []
-    studies = [tuple(jnp.asarray(a) for a in make_study(rng, n, d)) for _ in range(num)]
+    studies = [tuple(jnp.asarray(a) for a in _common.termination_study(rng, n, d)) for _ in range(num)]
     ref = reference_fit(n, d)
     best = np.array([float(ref(X, y)) for X, y in studies])
     base_ms = None
@@ -204,8 +201,8 @@ def parts(n, d, repeats, rng):
     Ln, _ = lapack.dpotrf(Kn, lower=1)
     rows += [("dpotrf (SciPy, OpenBLAS)", lambda: lapack.dpotrf(Kn, lower=1), ()),
              ("dpotri (SciPy, OpenBLAS)", lambda: lapack.dpotri(Ln, lower=1), ())]
-    times = _median_ms([(fn, args) for _, fn, args in rows], repeats)
-    out = [f"| {m} | {d} | {name} | {1e3 * t:.0f} |" for (name, _, _), t in zip(rows, times)]
+    times = _common.round_robin_seconds([(fn, args) for _, fn, args in rows], repeats)
+    out = [f"| {m} | {d} | {name} | {1e6 * t:.0f} |" for (name, _, _), t in zip(rows, times)]
     return out
 
 
@@ -221,7 +218,7 @@ def inverses(n, repeats, rng):
             f = jax.jit(fn)
             Ki = np.asarray(f(K)[0])
             err = np.abs(Ki - exact).max() / np.abs(exact).max()
-            out.append(f"| {m} | {noise:g} | {name} | {1e3 * _median_ms([(f, (K,))], repeats)[0]:.0f} | {err:.1e} |")
+            out.append(f"| {m} | {noise:g} | {name} | {1e6 * _common.round_robin_seconds([(f, (K,))], repeats)[0]:.0f} | {err:.1e} |")
     return out
 
 
@@ -232,10 +229,9 @@ def main(argv=None):
     ap.add_argument("--studies", type=int, default=20)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--pin", type=int, default=None, help="pin the process to this CPU core")
-    ap.add_argument("--out", default=str(HERE / "out" / "termination_cold_fit.md"))
+    ap.add_argument("--out", default=str(HERE.parent / "out" / "termination_cold_fit.md"))
     args = ap.parse_args(argv)
-    if args.pin is not None and hasattr(os, "sched_setaffinity"):
-        os.sched_setaffinity(0, {args.pin})
+    _common.pin(args.pin)
     rng = np.random.default_rng(0)
     fits, costs, invs = [], [], []
     for n in args.n:
@@ -244,7 +240,7 @@ def main(argv=None):
             costs += parts(n, d, 5 * args.repeats, rng)
             print(f"n={n} d={d} done", file=sys.stderr, flush=True)
         invs += inverses(n, 5 * args.repeats, rng)
-    cpu_text = cpu()
+    cpu_text = _common.cpu()
     pin = f", pinned to core {args.pin}" if args.pin is not None else ""
     text = (
         f"Machine: {cpu_text}{pin}; jax {jax.__version__}; one thread; float64 unless marked; "

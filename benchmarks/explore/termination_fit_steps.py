@@ -4,7 +4,7 @@
 quasi-Newton steps (default 20), stopping earlier once converged (``fit_tol``), so
 that no study in a batch costs more than ``fit_steps`` evaluations. This script
 measures what that costs in accuracy, on the synthetic studies of
-``bench_termination.py``: for each study the bound from at most ``fit_steps`` in
+``bench_termination.py`` (``_common.termination_study``): for each study the bound from at most ``fit_steps`` in
 {5, 12, 16, 20, 40} steps (cold start, gp's default hyperparameters) and from at
 most 5 steps warm-started at the same study's fit one trial earlier (what a
 running study or a replay uses), against a reference fit of 200 steps taken in
@@ -14,27 +14,30 @@ alone.
 
 Usage::
 
-    python benchmarks/termination_fit_steps.py            # 16 studies per (n, d)
-    python benchmarks/termination_fit_steps.py --quick    # 4 studies, n = 100 only
-    python benchmarks/termination_fit_steps.py --fit-tol 1e-4   # a tighter stop
+    python benchmarks/explore/termination_fit_steps.py            # 16 studies per (n, d)
+    python benchmarks/explore/termination_fit_steps.py --quick    # 4 studies, n = 100 only
+    python benchmarks/explore/termination_fit_steps.py --fit-tol 1e-4   # a tighter stop
 """
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
-import jax
-import jax.numpy as jnp
-import numpy as np
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))  # benchmarks/, for _common
+
+import _common  # noqa: E402
+
+_common.setup_environment()
+
+import argparse  # noqa: E402
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-
-from bench_termination import make_study  # noqa: E402
-from machine import cpu  # noqa: E402
 
 from jaxstop import regret  # noqa: E402
 
@@ -54,7 +57,7 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--studies", type=int, default=None)
     ap.add_argument("--fit-tol", type=float, default=None, help="fit_tol of the fits (default: the library's)")
-    ap.add_argument("--out", default=str(HERE / "out" / "termination_fit_steps.md"))
+    ap.add_argument("--out", default=str(HERE.parent / "out" / "termination_fit_steps.md"))
     args = ap.parse_args(argv)
     tol = {} if args.fit_tol is None else {"fit_tol": args.fit_tol}
     tol_text = "the default fit_tol" if args.fit_tol is None else f"fit_tol = {args.fit_tol:g}"
@@ -67,7 +70,7 @@ def main(argv=None):
         rel = {k: [] for k in keys}
         used = {k: [] for k in keys}
         for _ in range(studies):
-            X, y = map(jnp.asarray, make_study(rng, n, d))
+            X, y = map(jnp.asarray, _common.termination_study(rng, n, d))
             ref, _ = _bound(X, y, fit_steps=REFERENCE, fit_tol=0.0)
             prev = regret.fit_regret_bound(KEY, X, y, jnp.arange(n) < n - 1, **tol).params
             runs = {f"cold {s}": _bound(X, y, fit_steps=s, **tol) for s in COLD}
@@ -83,9 +86,9 @@ def main(argv=None):
                   f"max {u.max()}", flush=True)
     lines = [
         "# Regret bound against GP fit steps", "",
-        (f"Machine: {cpu()}; "
+        (f"Machine: {_common.cpu()}; "
          f"jax {jax.__version__}; float64; {studies} synthetic studies per (n, d) "
-         f"(bench_termination.make_study); reference: {REFERENCE} steps; "
+         f"(_common.termination_study); reference: {REFERENCE} steps; "
          f"candidates: 512 random points (same key), refined; fits stop early at {tol_text}, "
          "the reference takes all its steps."),
         "",

@@ -1,43 +1,39 @@
 """Where the time of one regret bound goes: fit steps, candidates, refinement, linear algebra.
 
 Times :func:`jaxstop.regret.fit_regret_bound` on one synthetic study of
-``bench_termination.py`` with parts of the work switched off or the fit's early stop
-disabled (each row names the fit steps taken), and the GP
-log-marginal-likelihood value and gradient (one quasi-Newton step's work) on its
-own, at the top-set size ``m = n / 2``. Compile and run are timed separately;
-run times are medians after ``block_until_ready``. One thread (OpenBLAS / XLA's
+``bench_termination.py`` (``_common.termination_study``) with parts of the work
+switched off or the fit's early stop disabled (each row names the fit steps taken),
+and the GP log-marginal-likelihood value and gradient (one quasi-Newton step's work)
+on its own, at the top-set size ``m = n / 2``. Compile and run are timed separately;
+run times are medians after ``block_until_ready``, the rows of one n timed
+round-robin (``_common.round_robin_seconds``). One thread (OpenBLAS / XLA's
 single-threaded Eigen), float64.
 
 Usage (from the repository root)::
 
-    python benchmarks/termination_profile.py --pin 1            # n in {200, 500}, d = 3
-    python benchmarks/termination_profile.py --n 200 --d 9
+    python benchmarks/explore/termination_profile.py --pin 1            # n in {200, 500}, d = 3
+    python benchmarks/explore/termination_profile.py --n 200 --d 9
 """
 
 from __future__ import annotations
 
-import os
+import sys
+from pathlib import Path
 
-for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ.setdefault(_v, "1")
-os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1")
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))  # benchmarks/, for _common
+
+import _common  # noqa: E402
+
+_common.setup_environment()
 
 import argparse  # noqa: E402
-import statistics  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
-from pathlib import Path  # noqa: E402
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-
-from bench_termination import make_study  # noqa: E402
-from machine import cpu  # noqa: E402
 
 from jaxstop import gp, regret  # noqa: E402
 
@@ -51,35 +47,20 @@ VARIANTS = (
 )
 
 
-def _median_ms(calls, repeats):
-    """Median ms of each ``(fn, args)`` in ``calls``, timed round-robin (one call of each in
-    turn, ``repeats`` rounds) so that every variant sees the same machine load."""
-    for fn, args in calls:
-        jax.block_until_ready(fn(*args))
-    times = [[] for _ in calls]
-    for _ in range(repeats):
-        for (fn, args), out in zip(calls, times):
-            t = time.perf_counter()
-            jax.block_until_ready(fn(*args))
-            out.append(time.perf_counter() - t)
-    return [1e3 * statistics.median(t) for t in times]
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, nargs="*", default=[200, 500])
     ap.add_argument("--d", type=int, default=3)
     ap.add_argument("--repeats", type=int, default=21)
     ap.add_argument("--pin", type=int, default=None, help="pin the process to this CPU core")
-    ap.add_argument("--out", default=str(HERE / "out" / "termination_profile.md"))
+    ap.add_argument("--out", default=str(HERE.parent / "out" / "termination_profile.md"))
     args = ap.parse_args(argv)
-    if args.pin is not None and hasattr(os, "sched_setaffinity"):
-        os.sched_setaffinity(0, {args.pin})
+    _common.pin(args.pin)
     rng = np.random.default_rng(0)
     key = jax.random.key(0)
     rows = []
     for n in args.n:
-        X, y = (jnp.asarray(a) for a in make_study(rng, n, args.d))
+        X, y = (jnp.asarray(a) for a in _common.termination_study(rng, n, args.d))
         names, calls = [], []
         for name, kw in VARIANTS:
             fn = jax.jit(lambda k, X, y, kw=kw: regret.fit_regret_bound(k, X, y, **kw).bound.bound)
@@ -92,9 +73,9 @@ def main(argv=None):
         vg = jax.jit(jax.value_and_grad(lambda p, Xm=Xm, ym=ym: gp.log_marginal_likelihood(p, Xm, ym)))
         names.append(f"GP log marginal likelihood, value and gradient, m = {m}")
         calls.append((vg, (p,)))
-        rows += [(n, w, t) for w, t in zip(names, _median_ms(calls, args.repeats))]
+        rows += [(n, w, 1e3 * t) for w, t in zip(names, _common.round_robin_seconds(calls, args.repeats))]
         print(f"n={n} done", file=sys.stderr, flush=True)
-    cpu_text = cpu()
+    cpu_text = _common.cpu()
     pin = f", pinned to core {args.pin}" if args.pin is not None else ""
     text = (
         f"Machine: {cpu_text}{pin}; jax {jax.__version__}; float64; d = {args.d}; "

@@ -2,7 +2,7 @@
 
 * :func:`erfcx`: the scaled complementary error function ``exp(a^2) erfc(a)`` on
   ``[0, ZMAX / sqrt 2]``, a polynomial in a rational map of its argument (degree 18 in
-  float64, 10 in float32; coefficients from ``benchmarks/erfcx_coefficients.py``).
+  float64, 10 in float32; coefficients from ``tools/erfcx_coefficients.py``).
 * :func:`gauss_and_sf`, :func:`log_sf`: the Gaussian kernel ``exp(-z^2 / 2)`` and the
   survival function ``S(z) = 1 - Phi(z)`` (clipped at ``z = ZMAX``) from it.
 * :func:`hazard_and_log_sf_sum`: scaled hazards and summed log-survivals of a matrix of
@@ -26,7 +26,7 @@ _SQRT_HALF = 0.7071067811865476
 # s = (2 t - t0 - 1) / (1 - t0), t = (K - a) / (K + a): the Chebyshev interpolant at 19
 # points, converted to powers of s in 50-digit arithmetic; relative error 1.6e-15 in
 # float64 Horner evaluation (1.8e-15 as evaluated, see erfcx). Written by
-# `python benchmarks/erfcx_coefficients.py`.
+# `python tools/erfcx_coefficients.py`.
 _ERFCX_K = 4.0
 _ERFCX_T0 = -0.3592455179659185
 _ERFCX_COEF = (
@@ -51,7 +51,7 @@ _ERFCX_COEF = (
     1.474404734505518e-11,
 )
 # The same for float32, degree 10 (relative error 2.2e-8 in float64 arithmetic, below
-# float32's rounding): `python benchmarks/erfcx_coefficients.py --degree 10 --name _ERFCX_COEF32`.
+# float32's rounding): `python tools/erfcx_coefficients.py --degree 10 --name _ERFCX_COEF32`.
 _ERFCX_COEF32 = (
     0.24924989371570683,
     0.31819440395564025,

@@ -1,6 +1,6 @@
 """Small real-data samples shipped with jaxstop, for examples, notebooks and tests.
 
-Two samples, converted from third-party data by ``benchmarks/convert_data.py`` and kept
+Two samples, converted from third-party data by ``tools/convert_data.py`` and kept
 under their own licences (the files beside this module):
 
 * :func:`bo_traces` -- 4 Bayesian-optimisation runs with 10-fold cross-validation from
