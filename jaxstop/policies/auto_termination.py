@@ -89,8 +89,9 @@ import jax.numpy as jnp
 import numpy as np
 from jax.typing import ArrayLike
 
-from jaxstop._src import checks as _checks
-from jaxstop import gp, regret
+from jaxstop import gp
+from jaxstop._src import checks as _checks, gp_core as _gp_core, regret_bound as _regret_bound
+from jaxstop._src import termination as _termination
 from jaxstop.policies._base import Job, Policy, Result, make_job
 
 __all__ = [
@@ -320,8 +321,8 @@ def auto_termination_bo(
     min_iterations = _checks.positive_int(min_iterations, "min_iterations")
     if acquisition not in _ACQUISITIONS:
         raise ValueError(f"acquisition must be one of {_ACQUISITIONS}, got {acquisition!r}")
-    if beta_t not in regret._BETA_T:
-        raise ValueError(f"beta_t must be one of {regret._BETA_T}, got {beta_t!r}")
+    if beta_t not in _termination.BETA_T:
+        raise ValueError(f"beta_t must be one of {_termination.BETA_T}, got {beta_t!r}")
     if isinstance(ddof, bool) or ddof not in (0, 1):
         raise ValueError(f"ddof must be 0 or 1, got {ddof!r}")
     fraction = _checks.nonneg_float(fraction, "fraction", positive=True, high=1.0)
@@ -360,8 +361,8 @@ def auto_termination_bo(
         folds = jnp.zeros((num_configs, 0), fdtype)
     folds_shape = tuple(folds.shape)
 
-    capacity = regret._top_capacity(max_evals, fraction, min_points)
-    fit_cfg = regret._FitConfig(
+    capacity = _termination.top_capacity(max_evals, fraction, min_points)
+    fit_cfg = _termination.FitConfig(
         capacity=capacity, fraction=fraction, min_points=min_points, beta_t=beta_t, steps=fit_steps,
         fit_mean=bool(fit_mean), min_noise=min_noise, num_random=num_candidates if cube else 0,
         refine_steps=refine_steps, refine_starts=refine_starts, chunk_size=chunk_size, fit_tol=fit_tol,
@@ -399,7 +400,7 @@ def auto_termination_bo(
             jnp.zeros((max_evals,), bool),
             jnp.zeros((num_configs,), bool),
             jnp.zeros((), jnp.int32),
-            regret._default_params(d, jnp.asarray(dim_mask), fdtype),
+            _termination.default_params(d, jnp.asarray(dim_mask), fdtype),
             jnp.zeros((d + 3, d + 3), fdtype),  # no curvature yet: the first fit starts cold
             jnp.zeros((), fdtype),
             key,
@@ -413,15 +414,15 @@ def auto_termination_bo(
 
     def scores(state, Xq):
         """Acquisition scores (larger is better) at ``Xq`` from the state's GP."""
-        _, tmask, _, Xt, z, _, _ = regret._standardized_top(state.X, state.y, state.mask, capacity, fraction,
-                                                             min_points)
-        post = gp._posterior(state.gp_params, Xt, z, tmask)
-        mu, var = regret._predict_chunked(post, Xq, chunk_size)
+        _, tmask, _, Xt, z, _, _ = _termination.standardized_top(state.X, state.y, state.mask, capacity,
+                                                                 fraction, min_points)
+        post = _gp_core.posterior(state.gp_params, Xt, z, tmask)
+        mu, var = _gp_core.predict_chunked(post, Xq, chunk_size)
         sd = jnp.sqrt(var)
         if ucb:
             s = -(mu - jnp.sqrt(jnp.maximum(state.beta, 0)) * sd)
         else:
-            s = regret._ei(mu, sd, jnp.min(jnp.where(tmask, z, jnp.inf)))
+            s = _regret_bound.ei(mu, sd, jnp.min(jnp.where(tmask, z, jnp.inf)))
         usable = post.ok & jnp.any(tmask)
         return jnp.where(usable & jnp.isfinite(s), s, -jnp.inf)
 
@@ -477,7 +478,7 @@ def auto_termination_bo(
         mask = state.mask.at[slot].set(jnp.where(write, real, state.mask[slot]))
         count = n0 + write.astype(jnp.int32)
 
-        fb = regret._fit_and_bound(
+        fb = _termination.fit_and_bound(
             jax.random.fold_in(state.key, count), X, y, mask, state.gp_params, cand, jnp.asarray(dim_mask),
             jnp.asarray(d, fdtype), params.delta, params.beta_scale, fit_cfg, state.gp_inv_hessian,
         )
@@ -492,7 +493,7 @@ def auto_termination_bo(
         thr = params.threshold
         if folds_shape[1] > 0:
             row = params.fold_scores[jnp.clip(inc, 0, num_configs - 1)]
-            cv = regret._cv_threshold(row, jnp.ones(row.shape, bool), test_train_ratio, ddof)
+            cv = _termination.cv_threshold(row, jnp.ones(row.shape, bool), test_train_ratio, ddof)
             thr = thr + params.threshold_scale * jnp.where(has, cv, 0)
         rb = fb.bound
         criterion = (count >= min_iterations) & (rb.bound < thr)

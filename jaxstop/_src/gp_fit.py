@@ -1,0 +1,462 @@
+"""ML-II fit of the masked GP of :mod:`jaxstop._src.gp_core`: likelihood, priors, BFGS.
+
+The log marginal likelihood with its analytic gradient (:func:`lml`, a custom VJP: no
+autodiff through the Cholesky), the same profiled over the amplitude and the constant
+mean (:func:`lml_profiled_scale`), the weak priors (:func:`log_prior`), the raw
+(unconstrained, clipped) parametrisation, and the fits: :func:`fit_profiled` (dense
+BFGS, one objective evaluation per step) and :func:`fit_restarts` (several starts, the
+best wins; optionally an optax optimiser). Nothing here validates its arguments:
+:mod:`jaxstop.gp` is the public layer.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import NamedTuple
+
+import jax
+import jax.flatten_util
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from jaxstop._src import gp_core, linalg
+from jaxstop._src.gp_core import GPParams
+
+__all__ = [
+    "FitInfo",
+    "lml_parts",
+    "lml",
+    "scale_parts",
+    "lml_profiled_scale",
+    "log_prior",
+    "log_prior_lengthscales",
+    "log_prior_scale",
+    "to_raw",
+    "from_raw",
+    "clip_raw",
+    "objective_profiled_scale",
+    "objective",
+    "fit_profiled",
+    "fit_restarts",
+]
+
+LOG_2PI = float(np.log(2.0 * np.pi))
+LOG_BOX = 12.0  # |log amplitude|, |log lengthscale|, |log noise| stay within e^12
+
+
+class FitInfo(NamedTuple):
+    """What :func:`jaxstop.gp.fit` reports.
+
+    Attributes:
+        objective: Final negative log marginal likelihood minus log prior, shape ().
+        finite: Whether the objective and every parameter are finite, shape () bool.
+        restart: Index of the start that won, shape () int32.
+        num_valid: Number of real rows used, shape () int32.
+        steps: Objective evaluations the winning start used, shape () int32: at most
+            :func:`jaxstop.gp.fit`'s ``steps``, fewer once converged (``tol`` of :func:`jaxstop.gp.fit`,
+            ``fit_tol`` of :func:`jaxstop.regret.fit_regret_bound`).
+    """
+
+    objective: jax.Array
+    finite: jax.Array
+    restart: jax.Array
+    num_valid: jax.Array
+    steps: jax.Array
+
+
+def _masked_solve(S, y, mask, mean, profile_mean: bool):
+    """``S^-1``, the mean, ``r = y - mean``, ``S^-1 r``, ``log|S|^(1/2)``, ``n`` and the factor
+    ``(L, L^-1)`` over the real rows of a masked SPD matrix. With ``profile_mean`` the mean is not ``mean`` but its
+    maximiser, the generalised-least-squares estimate ``1' S^-1 y / 1' S^-1 1``
+    (Rasmussen & Williams, Eq. 2.42 with a flat prior on the mean); with no real rows it
+    stays ``mean``."""
+    dt = S.dtype
+    L = linalg.cholesky(S)
+    Linv, Sinv = linalg.inv_from_cholesky(L)
+    if profile_mean:
+        ones = mask.astype(dt)
+        s1 = Sinv @ ones
+        den = jnp.dot(s1, ones)
+        mean = jnp.where(den > 0, jnp.dot(s1, jnp.where(mask, y, 0)) / jnp.where(den > 0, den, 1), mean)
+    r = jnp.where(mask, y - mean, 0)
+    v = jnp.where(mask, Sinv @ r, 0)
+    logdet = jnp.sum(jnp.where(mask, jnp.log(jnp.diagonal(L)), 0))
+    return Sinv, mean, r, v, logdet, jnp.sum(mask).astype(dt), (L, Linv)
+
+
+def lml_parts(p: GPParams, X, y, mask):
+    """Log marginal likelihood and the pieces its gradient needs (one factorisation)."""
+    dt = X.dtype
+    both = mask[:, None] & mask[None, :]
+    # The Matern-5/2 Gram matrix and dK/dr^2 = -(5/6) amp H, H = (1 + sqrt5 r) exp(-sqrt5 r),
+    # from one distance matrix and one exp.
+    C, H = gp_core.correlation_parts(p.log_lengthscales, X, both)
+    Kf = jnp.exp(p.log_amplitude) * C
+    diag = jnp.where(mask, jnp.exp(p.log_noise) + gp_core.base_jitter(p, dt), 1)
+    Kinv, _, r, alpha, logdet, n, _ = _masked_solve(Kf + jnp.diag(diag), y, mask, p.mean, False)
+    value = -0.5 * jnp.dot(r, alpha) - logdet - 0.5 * n * LOG_2PI
+    W = jnp.where(both, alpha[:, None] * alpha[None, :] - Kinv, 0)
+    return value, (Kf, H, W, alpha)
+
+
+@jax.custom_vjp
+def lml(p: GPParams, X, y, mask):
+    """Log marginal likelihood with an analytic gradient (no autodiff through the
+    Cholesky, whose transposed triangular solves are slow on CPU)."""
+    return lml_parts(p, X, y, mask)[0]
+
+
+def lml_fwd(p, X, y, mask):
+    value, (Kf, H, W, alpha) = lml_parts(p, X, y, mask)
+    return value, (p, X, Kf, H, W, alpha)
+
+
+def lml_bwd(res, g):
+    # d lml / d theta = 0.5 tr(W dK/dtheta), W = alpha alpha^T - K^-1 (real block).
+    p, X, Kf, H, W, alpha = res
+    amp = jnp.exp(p.log_amplitude)
+    inv_ls2 = jnp.exp(-2 * p.log_lengthscales)
+    d_amp = 0.5 * jnp.sum(W * Kf)
+    d_noise = 0.5 * jnp.exp(p.log_noise) * jnp.trace(W)
+    d_mean = jnp.sum(alpha)
+    # Matern-5/2: dK/dr^2 = -(5/6) amp H (H from the forward pass, zero off the real block).
+    M = W * H  # symmetric
+    rowsum = jnp.sum(M, axis=1)
+    MX = M @ X  # (n, d)
+    # sum_ij M_ij (x_ik - x_jk)^2 = 2 sum_i x_ik^2 rowsum_i - 2 x_k^T M x_k
+    quad = 2 * (rowsum @ (X * X)) - 2 * jnp.sum(X * MX, axis=0)
+    d_log_ls = 0.5 * (5.0 / 3.0) * amp * inv_ls2 * quad
+    # d lml / d x_ik = -(5/3) amp / l_k^2 (x_ik rowsum_i - (M X)_ik)
+    d_X = -(5.0 / 3.0) * amp * inv_ls2[None, :] * (X * rowsum[:, None] - MX)
+    d_y = -alpha
+    dp = GPParams(g * d_amp, g * d_log_ls, g * d_noise, g * d_mean)
+    # A failed factorisation (NaN value) is turned into a large objective by the
+    # caller; its cotangent is then 0 and must not become 0 * NaN.
+    finite = lambda a: jnp.where(jnp.isfinite(a), a, 0)  # noqa: E731
+    return jax.tree_util.tree_map(finite, dp), finite(g * d_X), finite(g * d_y), None
+
+
+lml.defvjp(lml_fwd, lml_bwd)
+
+
+def scale_parts(p: GPParams, X, y, mask, fit_mean: bool, use_prior: bool):
+    """Log marginal likelihood (plus the amplitude and noise priors) profiled over the amplitude.
+
+    The covariance is written ``a (C + g I)`` with ``C`` the unit-amplitude Matern-5/2
+    correlation and ``g = noise / a``; ``p.log_noise`` holds ``log g`` and
+    ``p.log_amplitude`` is ignored. With ``r = y - m`` and ``q = r' (C + g I)^-1 r``, the
+    log likelihood is ``-q / (2a) - (n/2) log a - log|C + g I|^(1/2) - (n/2) log 2 pi``;
+    its maximiser over ``a`` is ``q / n`` and, with the priors of :func:`log_prior`
+    (``log a - a + 0.1 log(a g) - 30 a g``), the positive root of
+    ``(1 + 30 g) a^2 + (n/2 - 1.1) a - q/2 = 0``. The mean ``m`` is ``p.mean`` or, with
+    ``fit_mean``, its generalised-least-squares estimate (the same for every ``a``).
+    ``log a`` is kept in gp's box ``[-12, 12]`` (``q = 0`` for constant ``y``).
+
+    Returns ``(value, log_a, mean, pieces, factor)``, ``pieces`` as :func:`lml_parts` gives
+    them for the covariance at ``a`` and ``factor`` the Cholesky factor of ``C + g I`` (plus
+    the base jitter at unit amplitude) and its inverse (:func:`gp_core.posterior_from_scaled_factor`).
+    """
+    dt = X.dtype
+    both = mask[:, None] & mask[None, :]
+    Cf, H = gp_core.correlation_parts(p.log_lengthscales, X, both)
+    ratio = jnp.exp(p.log_noise)
+    diag = jnp.where(mask, ratio + gp_core.base_jitter(p._replace(log_amplitude=jnp.zeros_like(ratio)), dt), 1)
+    Cinv, mean, r, beta, logdet, n, factor = _masked_solve(Cf + jnp.diag(diag), y, mask, p.mean, fit_mean)
+    q = jnp.dot(r, beta)
+    if use_prior:
+        c = 1 + 30 * ratio
+        b = 0.5 * n - 1.1
+        root = jnp.sqrt(b * b + 2 * c * q)
+        # the two algebraically equal forms of the positive root, each free of cancellation
+        a = jnp.where(b > 0, q / (root + jnp.where(b > 0, b, 1)), (root - b) / (2 * c))
+    else:
+        a = q / n
+    log_a = jnp.clip(jnp.log(a), -LOG_BOX, LOG_BOX)
+    a = jnp.exp(log_a)
+    value = -0.5 * q / a - 0.5 * n * log_a - logdet - 0.5 * n * LOG_2PI
+    if use_prior:
+        value = value + log_prior_scale(log_a, log_a + p.log_noise)
+    alpha = beta / a
+    W = jnp.where(both, (alpha[:, None] * beta[None, :] - Cinv) / a, 0)
+    return value, log_a, mean, (a * Cf, H, W, alpha), factor
+
+
+@partial(jax.custom_vjp, nondiff_argnums=(4, 5))
+def lml_profiled_scale(p: GPParams, X, y, mask, fit_mean: bool, use_prior: bool):
+    """``(value, log a*, m, factor)`` of :func:`scale_parts`, differentiable in ``p``
+    (lengthscales, ``log g``, and the mean unless profiled), ``X`` and ``y``.
+
+    ``value`` is the maximum over ``a`` (and ``m`` with ``fit_mean``), so its total
+    derivative is the partial one at ``a*`` (envelope theorem): :func:`lml_bwd` for the
+    covariance at ``a*``, where ``d/d log g`` at fixed ``a`` is ``d/d log noise``, plus the
+    noise prior's ``0.1 - 30 a g``. ``log a*``, ``m`` and ``factor`` are returned for
+    reading only (no derivative flows through them).
+    """
+    value, log_a, mean, _, factor = scale_parts(p, X, y, mask, fit_mean, use_prior)
+    return value, log_a, mean, factor
+
+
+def lml_profiled_scale_fwd(p, X, y, mask, fit_mean, use_prior):
+    value, log_a, mean, (Kf, H, W, alpha), factor = scale_parts(p, X, y, mask, fit_mean, use_prior)
+    p_cov = GPParams(log_a, p.log_lengthscales, log_a + p.log_noise, mean)
+    return (value, log_a, mean, factor), (p_cov, X, Kf, H, W, alpha)
+
+
+def lml_profiled_scale_bwd(fit_mean, use_prior, res, g):
+    dp, d_X, d_y, _ = lml_bwd(res, g[0])
+    d_log_ratio = dp.log_noise
+    if use_prior:
+        p_cov = res[0]
+        d_log_ratio = d_log_ratio + g[0] * (0.1 - 30.0 * jnp.exp(p_cov.log_noise))
+    zero = jnp.zeros_like(dp.log_amplitude)
+    d_mean = zero if fit_mean else dp.mean
+    return GPParams(zero, dp.log_lengthscales, d_log_ratio, d_mean), d_X, d_y, None
+
+
+lml_profiled_scale.defvjp(lml_profiled_scale_fwd, lml_profiled_scale_bwd)
+
+
+def log_prior(p: GPParams) -> jax.Array:
+    """Weak log-prior on the hyperparameters (for standardised ``y``).
+
+    With ``lam = 1 / lengthscale**2`` per dimension:
+    ``-sum(0.1 / lam + 0.1 * lam) + Gamma(amplitude | 2, 1) + Gamma(noise | 1.1, 30)``
+    (unnormalised), the priors Optuna's GP sampler uses. They keep 1-5 points
+    and constant ``y`` finite; the mean is unpenalised (flat prior).
+    """
+    return log_prior_lengthscales(p) + log_prior_scale(p.log_amplitude, p.log_noise)
+
+
+def log_prior_lengthscales(p: GPParams) -> jax.Array:
+    lam = jnp.exp(-2 * p.log_lengthscales)
+    return -jnp.sum(0.1 / lam + 0.1 * lam)
+
+
+def log_prior_scale(log_amplitude, log_noise) -> jax.Array:
+    """Gamma(amplitude | 2, 1) + Gamma(noise | 1.1, 30), unnormalised."""
+    amp_term = (2.0 - 1.0) * log_amplitude - 1.0 * jnp.exp(log_amplitude)
+    noise_term = (1.1 - 1.0) * log_noise - 30.0 * jnp.exp(log_noise)
+    return amp_term + noise_term
+
+
+def to_raw(p: GPParams, min_noise):
+    # noise = min_noise + exp(raw_noise): a smooth floor keeps the Cholesky stable.
+    excess = jnp.maximum(jnp.exp(p.log_noise) - min_noise, min_noise * 1e-3)
+    return p._replace(log_noise=jnp.log(excess))
+
+
+def from_raw(raw: GPParams, min_noise):
+    return raw._replace(log_noise=jnp.logaddexp(raw.log_noise, jnp.log(min_noise)))
+
+
+def clip_raw(raw: GPParams) -> GPParams:
+    return raw._replace(
+        log_amplitude=jnp.clip(raw.log_amplitude, -LOG_BOX, LOG_BOX),
+        log_lengthscales=jnp.clip(raw.log_lengthscales, -LOG_BOX, LOG_BOX),
+        log_noise=jnp.clip(raw.log_noise, -3 * LOG_BOX, LOG_BOX),
+    )
+
+
+def objective_profiled_scale(raw, X, y, mask, min_noise, use_prior, fit_mean, mean0):
+    """``(objective, (params, factor))`` with the amplitude profiled out (:func:`lml_profiled_scale`).
+
+    ``raw.log_noise`` is the raw noise-to-amplitude ratio ``g`` (floored at ``min_noise``
+    like the noise of :func:`objective`), ``raw.log_amplitude`` is ignored, and the mean
+    is profiled (``fit_mean``) or ``mean0``. ``params`` are the hyperparameters in gp's
+    usual form (amplitude ``a*``, noise ``a* g``); ``factor`` conditions the GP on them
+    without another factorisation (:func:`gp_core.posterior_from_scaled_factor`). The minimiser is
+    that of :func:`objective` when the floor is not active.
+    """
+    raw = clip_raw(raw)
+    p = from_raw(raw, min_noise)._replace(mean=jnp.asarray(mean0, X.dtype))
+    value, log_a, mean, factor = lml_profiled_scale(p, X, y, mask, fit_mean, use_prior)
+    if use_prior:
+        value = value + log_prior_lengthscales(p)
+    val = -value
+    big = jnp.asarray(1e10, val.dtype)
+    out = GPParams(log_a, p.log_lengthscales, log_a + p.log_noise, mean)
+    return jnp.where(jnp.isfinite(val), val, big), jax.lax.stop_gradient((out, factor))
+
+
+def objective(raw, X, y, mask, min_noise, use_prior, fit_mean, mean0):
+    raw = clip_raw(raw)
+    p = from_raw(raw, min_noise)
+    if not fit_mean:
+        p = p._replace(mean=mean0)
+    val = -lml(p, X, y, mask)
+    if use_prior:
+        val = val - log_prior(p)
+    big = jnp.asarray(1e10, val.dtype)
+    return jnp.where(jnp.isfinite(val), val, big)
+
+
+def fit_profiled(X, z, mask, init: GPParams, min_noise, *, steps: int, fit_mean: bool,
+                 use_prior: bool = True, tol: float = 0.0, max_step: float = 1.0, inv_hessian=None):
+    """ML-II fit with a bounded cost: at most ``steps`` objective evaluations (the first at ``init``).
+
+    Dense BFGS on the inverse Hessian of the objective (negative log
+    marginal likelihood minus the log prior, with its analytic gradient) in gp's raw
+    parameters. Each step evaluates one trial point ``theta + t p`` (``p`` the quasi-Newton
+    direction, capped at ``max_step`` per coordinate in log space) and accepts it under the
+    Armijo condition; the scale ``t`` doubles after an acceptance (up to 1) and shrinks
+    4x after a rejection. There is no inner line-search loop: a step is one evaluation.
+    The fit stops early once the largest component of the objective's gradient at the
+    accepted point is at most ``tol`` (``0``: always ``steps``); under ``vmap`` a batch runs
+    until its slowest study stops. ``FitInfo.steps`` reports the evaluations used.
+
+    The amplitude and, with ``fit_mean``, the constant mean are profiled out in closed
+    form for the current lengthscales and noise-to-amplitude ratio
+    (:func:`lml_profiled_scale`: the mean's generalised-least-squares
+    estimate, the amplitude's maximiser under its Gamma prior), so the steps move the
+    lengthscales and that ratio only; without ``fit_mean`` the mean stays ``init.mean``.
+    ``min_noise`` floors the ratio (on the standardised scale the amplitude is of order
+    1). The minimiser is that of the joint objective where the floor is not active; the
+    steps see fewer dimensions and no amplitude-lengthscale coupling, and reach a given
+    objective gap in fewer steps, far more reliably from a cold start.
+
+    ``inv_hessian`` warm-starts the steps' curvature: the inverse-Hessian approximation a
+    previous fit returned (in the coordinates of ``ravel_pytree`` of gp's raw parameters,
+    shape ``(d + 3, d + 3)``). Its first step is then a quasi-Newton step on that curvature
+    instead of a gradient step; a matrix that is not finite, not symmetric or has a
+    non-positive diagonal (zeros: no curvature yet) means a cold start (the identity,
+    scaled at the first update).
+
+    Returns ``(params, info, post, inv_hessian)``: ``post`` is the GP conditioned at
+    ``params``, built from the accepted evaluation's Cholesky factor (no factorisation
+    after the fit); ``inv_hessian`` the final BFGS approximation, a warm start for the
+    next fit of the same study.
+    """
+    dt = X.dtype
+    min_noise = jnp.asarray(min_noise, dt)
+    mean0 = jnp.asarray(init.mean, dt)
+    start = init._replace(log_noise=init.log_noise - init.log_amplitude)
+    objective = partial(objective_profiled_scale, X=X, y=z, mask=mask, min_noise=min_noise,
+                        use_prior=use_prior, fit_mean=fit_mean, mean0=mean0)
+    raw0 = to_raw(start, min_noise)
+    theta0, unravel = jax.flatten_util.ravel_pytree(raw0)
+
+    def value_and_grad(theta):
+        (f, q), g = jax.value_and_grad(lambda v: objective(unravel(v)), has_aux=True)(theta)
+        return f, q, jnp.where(jnp.isfinite(g), g, 0)
+
+    num = theta0.shape[0]
+    eye = jnp.eye(num, dtype=dt)
+    eps = jnp.finfo(dt).eps
+    if inv_hessian is None:
+        H0, scaled0 = eye, jnp.asarray(False)
+    else:
+        Hw = jnp.asarray(inv_hessian, dt)  # shape checked by the public callers
+        usable = (jnp.all(jnp.isfinite(Hw)) & jnp.all(jnp.diagonal(Hw) > 0)
+                  & jnp.all(jnp.abs(Hw - Hw.T) <= 1e-8 * jnp.max(jnp.abs(Hw))))
+        H0, scaled0 = jnp.where(usable, Hw, eye), usable
+
+    def step(carry):
+        theta, params, f, g, H, t, scaled, i = carry
+        p = -H @ g
+        slope = jnp.dot(g, p)
+        descent = slope < 0
+        p = jnp.where(descent, p, -g)
+        cap = jnp.minimum(1, max_step / jnp.maximum(jnp.max(jnp.abs(p)), eps))
+        s = t * cap * p
+        cand = theta + s
+        fc, qc, gc = value_and_grad(cand)
+        accept = jnp.isfinite(fc) & ((fc <= f + 1e-4 * jnp.dot(g, s)) | ~jnp.isfinite(f))
+        y = gc - g
+        sy = jnp.dot(s, y)
+        good = accept & (sy > eps * jnp.sqrt(jnp.dot(s, s) * jnp.dot(y, y))) & (sy > 0)
+        sy_safe = jnp.where(good, sy, 1)
+        # first update: scale the initial inverse Hessian (Nocedal & Wright, Eq. 6.20)
+        H0 = jnp.where(scaled, H, eye * sy_safe / jnp.maximum(jnp.dot(y, y), eps))
+        rho = 1 / sy_safe
+        A = eye - rho * jnp.outer(s, y)
+        H_new = A @ H0 @ A.T + rho * jnp.outer(s, s)
+        H = jnp.where(good, H_new, H)
+        scaled = scaled | good
+        theta = jnp.where(accept, cand, theta)
+        params = jax.tree_util.tree_map(lambda a, b: jnp.where(accept, a, b), qc, params)
+        f = jnp.where(accept, fc, f)
+        g = jnp.where(accept, gc, g)
+        t = jnp.where(accept, jnp.minimum(1, 2 * t), t / 4)
+        return theta, params, f, g, H, t, scaled, i + 1
+
+    def go_on(carry):
+        *_, f, g, _, _, _, i = carry
+        converged = jnp.isfinite(f) & (jnp.max(jnp.abs(g)) <= tol)
+        return (i < steps) & ~converged
+
+    # The first step evaluates the start itself (f = inf, g = 0: a zero step that is
+    # always accepted), so the objective is traced once. Profiled-out coordinates of
+    # theta (the mean, the amplitude) have gradient 0 and never move; the objective
+    # returns the full hyperparameters and their Cholesky factor, carried beside theta.
+    m = X.shape[0]
+    params0 = (jax.tree_util.tree_map(lambda a: jnp.asarray(a, dt), init),
+               (jnp.full((m, m), jnp.nan, dt), jnp.full((m, m), jnp.nan, dt)))
+    carry0 = (theta0, params0, jnp.asarray(jnp.inf, dt), jnp.zeros_like(theta0), H0,
+              jnp.ones((), dt), scaled0, jnp.zeros((), jnp.int32))
+    _, (p, factor), f, _, H, _, _, used = jax.lax.while_loop(go_on, step, carry0)
+    finite = jnp.isfinite(f) & (f < 1e10) & jnp.all(
+        jnp.stack([jnp.all(jnp.isfinite(a)) for a in jax.tree_util.tree_leaves(p)]))
+    info = FitInfo(f, finite, jnp.zeros((), jnp.int32), jnp.sum(mask).astype(jnp.int32), used)
+    post = gp_core.posterior_from_scaled_factor(p, X, z, mask, factor)
+    return p, info, post._replace(ok=post.ok & finite), H
+
+
+def first_order(obj, optimizer, theta, *, steps):
+    """Fixed-step loop for a user-given optax transformation (e.g. ``optax.adam``)."""
+    vg = jax.value_and_grad(obj)
+    state = optimizer.init(theta)
+
+    def step(carry, _):
+        theta, state = carry
+        _, grad = vg(theta)
+        updates, state = optimizer.update(grad, state, theta)
+        return (optax.apply_updates(theta, updates), state), None
+
+    (theta, _), _ = jax.lax.scan(step, (theta, state), None, length=steps)
+    return theta, obj(clip_raw(theta))
+
+
+def fit_restarts(key, X, y, mask, init, min_noise, tol, *, steps, num_restarts, fit_mean, use_prior, optimizer):
+    dtype = X.dtype
+    min_noise = jnp.asarray(min_noise, dtype)
+    if num_restarts > 1:
+        k_ls, k_amp, k_noise = jax.random.split(key, 3)
+        r = num_restarts - 1
+        d = X.shape[1]
+        ls = jax.random.uniform(k_ls, (r, d), dtype, jnp.log(0.05), jnp.log(2.0))
+        amp = jax.random.uniform(k_amp, (r,), dtype, jnp.log(0.3), jnp.log(3.0))
+        noise = jax.random.uniform(k_noise, (r,), dtype, jnp.log(1e-4), jnp.log(0.3))
+        extra = GPParams(amp, ls, noise, jnp.broadcast_to(jnp.asarray(init.mean, dtype), (r,)))
+        starts = jax.tree_util.tree_map(lambda a, b: jnp.concatenate([jnp.asarray(a, dtype)[None], b]), init, extra)
+    else:
+        starts = jax.tree_util.tree_map(lambda a: jnp.asarray(a, dtype)[None], init)
+
+    def run_one(start):
+        if optimizer is None:
+            p, info, _, _ = fit_profiled(X, y, mask, start, min_noise, steps=steps, fit_mean=fit_mean,
+                                      use_prior=use_prior, tol=tol)
+            return p, info.objective, info.steps
+        obj = partial(objective, X=X, y=y, mask=mask, min_noise=min_noise,
+                      use_prior=use_prior, fit_mean=fit_mean, mean0=start.mean)
+        theta, value = first_order(obj, optimizer, to_raw(start, min_noise), steps=steps)
+        p = from_raw(clip_raw(theta), min_noise)
+        if not fit_mean:
+            p = p._replace(mean=start.mean)
+        return p, value, jnp.asarray(steps, jnp.int32)
+
+    ps, values, used = jax.vmap(run_one)(starts)
+    leaves_finite = jnp.all(
+        jnp.stack([jnp.all(jnp.isfinite(a), axis=tuple(range(1, a.ndim))) for a in jax.tree_util.tree_leaves(ps)]),
+        axis=0,
+    )
+    good = leaves_finite & jnp.isfinite(values) & (values < 1e10)
+    best = jnp.argmin(jnp.where(good, values, jnp.inf))
+    # If no start gives a usable fit, return the first start (finite by construction), marked not finite.
+    any_good = jnp.any(good)
+    p = jax.tree_util.tree_map(lambda a, s: jnp.where(any_good, a[best], s[0]), ps, starts)
+    best = jnp.where(any_good, best, 0)
+    value = values[best]
+    finite = any_good & jnp.isfinite(value) & (value < 1e10)
+    info = FitInfo(value, finite, best.astype(jnp.int32), jnp.sum(mask).astype(jnp.int32), used[best])
+    return p, info

@@ -1,0 +1,187 @@
+"""One study's regret bound from its data: top set, standardisation, GP fit, Eq. (8).
+
+:func:`fit_and_bound` is the step that :func:`jaxstop.regret.fit_regret_bound`,
+:func:`jaxstop.regret.replay` (one call per replayed row) and
+:func:`jaxstop.policies.auto_termination.auto_termination_bo` (one call per ``tell``)
+share: the top ``max(min_points, floor(fraction * n))`` evaluations (:func:`top_order`,
+gathered into a fixed capacity), standardised, the GP fitted by
+:func:`jaxstop._src.gp_fit.fit_profiled` (warm-started) and the bound of
+:func:`jaxstop._src.regret_bound.bound_core`. Also the CV threshold of Eq. (9)-(10)
+(:func:`cv_threshold`). No argument validation here; :mod:`jaxstop.regret` validates.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from functools import partial
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxstop._src import batching, gp_core, gp_fit, regret_bound
+from jaxstop._src.regret_bound import RegretBound
+
+__all__ = [
+    "BETA_T",
+    "FitConfig",
+    "FittedBound",
+    "top_count",
+    "top_order",
+    "top_capacity",
+    "standardized_top",
+    "cv_threshold",
+    "default_params",
+    "fit_and_bound",
+]
+
+BETA_T = ("fitted", "evaluations")
+
+
+def top_count(num, n_max: int, fraction: float, min_points: int):
+    """``min(num, max(min_points, floor(fraction * num)))`` for an int32 ``num`` in
+    ``[0, n_max]``, read from a table built in Python (so ``floor`` is exactly that of
+    ``int(fraction * num)`` in the authors' code and Optuna)."""
+    table = np.array([min(i, max(min_points, int(math.floor(fraction * i)))) for i in range(n_max + 1)], np.int32)
+    return jnp.asarray(table)[jnp.clip(num, 0, n_max)]
+
+
+def top_order(y, avail, capacity: int, fraction: float, min_points: int):
+    """Indices of the ``capacity`` smallest available values (ties: lower index first),
+    the mask of those that are in the top set, and its size."""
+    num = jnp.sum(avail).astype(jnp.int32)
+    keyed = jnp.where(avail, y, jnp.inf)
+    order = jnp.argsort(keyed, stable=True)[:capacity]
+    top = top_count(num, y.shape[0], fraction, min_points)
+    return order, jnp.arange(capacity) < top, top
+
+
+def top_capacity(n: int, fraction: float, min_points: int) -> int:
+    """Rows of the top set of ``n`` evaluations: ``min(n, max(min_points, floor(fraction * n)))``."""
+    return min(n, max(min_points, int(math.floor(fraction * n))))
+
+
+def standardized_top(X, y, avail, capacity: int, fraction: float, min_points: int):
+    """The top set gathered into ``capacity`` rows and standardised:
+    ``(order, top mask, top count, X_top, z_top, mean, std)``."""
+    order, tmask, top = top_order(y, avail, capacity, fraction, min_points)
+    Xt = jnp.where(tmask[:, None], X[order], 0)
+    yt = jnp.where(tmask, y[order], 0)
+    z, mean, std = gp_core.standardize(yt, tmask)
+    return order, tmask, top, Xt, z, mean, std
+
+
+def cv_threshold(fold_scores, mask, ratio, ddof):
+    """Eq. (9)-(10) over the last axis (see :func:`jaxstop.regret.cv_threshold`); 0 where undefined."""
+    dt = fold_scores.dtype
+    mask = mask & jnp.isfinite(fold_scores)
+    k = jnp.sum(mask, axis=-1).astype(dt)
+    x = jnp.where(mask, fold_scores, 0)
+    mean = jnp.sum(x, axis=-1) / jnp.maximum(k, 1)
+    dev = jnp.where(mask, fold_scores - mean[..., None], 0)
+    var = jnp.sum(dev * dev, axis=-1) / jnp.maximum(k - ddof, 1)
+    r = 1 / jnp.maximum(k - 1, 1) if ratio is None else jnp.asarray(ratio, dt)
+    good = (k >= 2) & (k > ddof)
+    return jnp.where(good, jnp.sqrt((1 / jnp.maximum(k, 1) + r) * var), 0)
+
+
+def default_params(d: int, dim_mask, dtype) -> gp_core.GPParams:
+    """gp's default start; padded dimensions get lengthscale 1, where the prior's gradient
+    is exactly 0, so they never move (and never couple into the quasi-Newton steps)."""
+    p = gp_core.default_init(d, dtype)
+    return p._replace(log_lengthscales=jnp.where(dim_mask, p.log_lengthscales, 0))
+
+
+class FittedBound(NamedTuple):
+    """What :func:`jaxstop.regret.fit_regret_bound` returns.
+
+    Attributes:
+        bound: The :class:`~jaxstop.regret.RegretBound` in the units of ``y`` (``bound``, ``ucb_min``,
+            ``lcb_min`` and ``lcb_min_grid`` mapped back from the standardised scale).
+        params: Fitted GP hyperparameters (standardised scale): a warm start for the
+            next call.
+        fit_info: The :class:`jaxstop.gp.FitInfo` of the fit.
+        top: Which rows of ``X`` were used for the fit, shape (n,) bool.
+        num_top: Number of rows used, shape () int32.
+        y_mean: Mean of the fitted values (standardisation), shape ().
+        y_std: Their standard deviation (ddof 0), shape ().
+        beta: The ``beta`` used, shape ().
+        ei_max: Maximum expected improvement (:func:`jaxstop.regret.expected_improvement`) over the
+            candidates and fitted points, standardised units, shape ().
+        pi_max: Maximum probability of improvement over the same points, shape ().
+        inv_hessian: The fit's final quasi-Newton (BFGS) inverse-Hessian approximation,
+            shape (d + 3, d + 3): with ``params``, a warm start for the next call
+            (``init_inv_hessian``).
+    """
+
+    bound: RegretBound
+    params: gp_core.GPParams
+    fit_info: gp_fit.FitInfo
+    top: jax.Array
+    num_top: jax.Array
+    y_mean: jax.Array
+    y_std: jax.Array
+    beta: jax.Array
+    ei_max: jax.Array
+    pi_max: jax.Array
+    inv_hessian: jax.Array
+
+
+class FitConfig(NamedTuple):
+    """Static settings of :func:`fit_and_bound` (hashable: a ``jit`` static argument)."""
+
+    capacity: int
+    fraction: float
+    min_points: int
+    beta_t: str
+    steps: int
+    fit_mean: bool
+    min_noise: float
+    num_random: int  # > 0: draw that many uniform candidates; 0: candidates given
+    refine_steps: int
+    refine_starts: int
+    chunk_size: int
+    fit_tol: float
+
+
+def fit_and_bound(key, X, y, avail, init, cand, dim_mask, size, delta, scale, cfg: FitConfig, init_h=None):
+    """Top set -> standardise -> ML-II fit (warm start ``init``, ``init_h``) -> Eq. (8); one study.
+
+    Under ``vmap`` on CPU the studies are fitted in small groups, each until it converges
+    (:mod:`jaxstop._src.batching`), not all in lockstep."""
+    return _grouped_fit_and_bound(cfg)(key, X, y, avail, init, cand, dim_mask, size, delta, scale, init_h)
+
+
+@functools.lru_cache(maxsize=None)
+def _grouped_fit_and_bound(cfg: FitConfig):
+    return batching.grouped_on_cpu(partial(_fit_and_bound_one, cfg=cfg), batching.group_size(cfg.capacity))
+
+
+def _fit_and_bound_one(key, X, y, avail, init, cand, dim_mask, size, delta, scale, init_h, *, cfg: FitConfig):
+    dt = X.dtype
+    order, tmask, top, Xt, z, mean, std = standardized_top(X, y, avail, cfg.capacity, cfg.fraction, cfg.min_points)
+    _, k_cand = jax.random.split(key)
+    params, info, post, H = gp_fit.fit_profiled(Xt, z, tmask, init, cfg.min_noise, steps=cfg.steps,
+                                                fit_mean=cfg.fit_mean, tol=cfg.fit_tol, inv_hessian=init_h)
+    n = jnp.sum(avail).astype(jnp.int32)
+    t = (n if cfg.beta_t == "evaluations" else top).astype(dt)
+    b = regret_bound.beta(jnp.maximum(t, 1), size, delta, scale)
+    if cfg.num_random:
+        cand = jax.random.uniform(k_cand, (cfg.num_random, X.shape[1]), dt)
+    best = jnp.min(jnp.where(tmask, z, jnp.inf))
+    core = regret_bound.bound_core(post, Xt, tmask, cand, b, dim_mask, best, refine_steps=cfg.refine_steps,
+                                   refine_starts=cfg.refine_starts, chunk_size=cfg.chunk_size, train_y=z)
+    rb = core.bound
+    ok = rb.ok & info.finite
+    inf = jnp.asarray(jnp.inf, dt)
+    rb_y = rb._replace(
+        bound=jnp.where(ok, rb.bound * std, inf),
+        ucb_min=rb.ucb_min * std + mean,
+        lcb_min=rb.lcb_min * std + mean,
+        lcb_min_grid=rb.lcb_min_grid * std + mean,
+        ok=ok,
+    )
+    sel = jnp.zeros(y.shape[0], bool).at[order].set(tmask)
+    return FittedBound(rb_y, params, info, sel & avail, top, mean, std, b, core.ei_max, core.pi_max, H)

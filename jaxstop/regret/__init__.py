@@ -1,0 +1,87 @@
+"""Automatic termination of hyperparameter optimisation (Makarova et al., 2022).
+
+Stop a hyperparameter search when the plausible improvement left is smaller than the
+statistical error of the objective. Two ingredients, both from Makarova et al. (2022),
+*Automatic Termination for Hyperparameter Optimization* (AutoML):
+
+* an upper bound on the simple regret of the incumbent from GP confidence bounds,
+  Eq. (8): ``rbar_t = min_{x in G_t} ucb_t(x) - min_{x in Gamma} lcb_t(x)``, with
+  ``ucb/lcb = mu -+ sqrt(beta_t) sigma`` (:func:`beta`, :func:`confidence_bounds`,
+  :func:`regret_bound`, :func:`fit_regret_bound`);
+* a threshold from the variance of the incumbent's k-fold cross-validation scores,
+  Eq. (9)-(10) (Nadeau and Bengio, 2003): ``sqrt((1/k + n_test/n_train) s_cv^2)``
+  (:func:`cv_threshold`).
+
+The search stops at the first iteration ``t >= 20`` with ``rbar_t < threshold``. The
+module also has the paper's baselines (convergence Conv-i, EI and PI below a threshold),
+its metrics RYC and RTC, and :func:`replay`, which recomputes bound, threshold and every
+rule's stopping iteration along a recorded trace in one jitted scan -- the way the paper
+evaluates.
+
+Conventions differ between the paper, the authors' released code and Optuna's
+``RegretBoundEvaluator``; each difference is a parameter here (presets in
+:data:`CONVENTIONS`):
+
+* ``t`` of beta: number of evaluations (paper) or of fitted points (code, Optuna);
+  ``|Gamma|``: number of hyperparameters = dimension in all three.
+* variance of the folds: sample variance, ddof 1 (paper) or ddof 0 (code, Optuna).
+* threshold: the incumbent's at every iteration (paper, Optuna) or frozen at
+  iteration 20 (code).
+* domain minimum of the LCB: random points and the fitted points (code: 2,000
+  random; Optuna: 2,048 Sobol), here optionally refined by gradient steps.
+* iteration ``t`` of a replayed trace: after ``t + 1`` evaluations, or after ``t``
+  (code: the last evaluation is never used).
+
+GP surrogate: :mod:`jaxstop.gp` (Matern-5/2 ARD, ML-II with weak priors), fitted on
+the top ``max(min_points, floor(fraction * n))`` evaluations (:func:`top_mask`) with
+standardised values; bounds are computed on the latent function.
+
+Files: ``_bound.py`` (:func:`beta`, :func:`confidence_bounds`, :func:`regret_bound`),
+``_acquisition.py`` (EI and PI), ``_top.py`` (:func:`top_mask`), ``_threshold.py``
+(:func:`cv_threshold`), ``_fit.py`` (:func:`fit_regret_bound`), ``_rules.py`` (the
+stopping rules, RYC and RTC), ``_replay.py`` (:func:`replay`, :data:`CONVENTIONS`),
+``_args.py`` (shared argument checks). They validate arguments; the computations they
+share with :mod:`jaxstop.policies.auto_termination` live in
+:mod:`jaxstop._src.regret_bound` (Eq. 8) and :mod:`jaxstop._src.termination` (top set,
+fit and bound of one study).
+"""
+
+from jaxstop._src.regret_bound import RegretBound as RegretBound
+from jaxstop._src.termination import FittedBound as FittedBound
+from jaxstop.regret._rules import Stops as Stops
+from jaxstop.regret._replay import ReplayResult as ReplayResult
+from jaxstop.regret._replay import CONVENTIONS as CONVENTIONS
+from jaxstop.regret._bound import beta as beta
+from jaxstop.regret._bound import confidence_bounds as confidence_bounds
+from jaxstop.regret._bound import regret_bound as regret_bound
+from jaxstop.regret._fit import fit_regret_bound as fit_regret_bound
+from jaxstop.regret._top import top_mask as top_mask
+from jaxstop.regret._threshold import cv_threshold as cv_threshold
+from jaxstop.regret._acquisition import expected_improvement as expected_improvement
+from jaxstop.regret._acquisition import probability_of_improvement as probability_of_improvement
+from jaxstop.regret._rules import convergence_stop as convergence_stop
+from jaxstop.regret._rules import stop_iterations as stop_iterations
+from jaxstop.regret._rules import ryc as ryc
+from jaxstop.regret._rules import rtc as rtc
+from jaxstop.regret._replay import replay as replay
+
+__all__ = [
+    "RegretBound",
+    "FittedBound",
+    "Stops",
+    "ReplayResult",
+    "CONVENTIONS",
+    "beta",
+    "confidence_bounds",
+    "regret_bound",
+    "fit_regret_bound",
+    "top_mask",
+    "cv_threshold",
+    "expected_improvement",
+    "probability_of_improvement",
+    "convergence_stop",
+    "stop_iterations",
+    "ryc",
+    "rtc",
+    "replay",
+]

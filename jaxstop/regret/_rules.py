@@ -1,0 +1,295 @@
+"""Stopping rules along a trace (ours, Conv-i, EI, PI) and the metrics RYC and RTC."""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.typing import ArrayLike
+
+from jaxstop._src import checks as _checks
+from jaxstop.regret import _args
+
+
+class Stops(NamedTuple):
+    """Stopping iterations of every rule, as numbers of evaluations.
+
+    ``stop`` is the number of evaluations made when the rule fires; where a rule never
+    fires it is the number of evaluations of the last row (the full budget) and the
+    matching ``*_fired`` entry is False.
+
+    Attributes:
+        ours: Regret bound below ``scale * threshold``, one entry per scale, shape (S,).
+        conv: Conv-i (incumbent unchanged for ``i`` rows), one per patience, shape (C,).
+        ei: Expected improvement below a threshold, one per threshold, shape (E,).
+        pi: Probability of improvement below a threshold, shape (P,).
+        ours_fired, conv_fired, ei_fired, pi_fired: Whether each rule fired, bool.
+    """
+
+    ours: jax.Array
+    conv: jax.Array
+    ei: jax.Array
+    pi: jax.Array
+    ours_fired: jax.Array
+    conv_fired: jax.Array
+    ei_fired: jax.Array
+    pi_fired: jax.Array
+
+
+def _first_row(cond, fallback):
+    """First index where ``cond`` (last axis) holds, else ``fallback``; and whether it held."""
+    fired = jnp.any(cond, axis=-1)
+    return jnp.where(fired, jnp.argmax(cond, axis=-1), fallback).astype(jnp.int32), fired
+
+
+def _last_row(valid):
+    n = valid.shape[0]
+    return (n - 1 - jnp.argmax(valid[::-1])).astype(jnp.int32)
+
+
+def _conv_counts(best, allowed, rtol):
+    """Rows since the last improvement of ``best``, counted over ``allowed`` rows only and
+    starting at the first of them (which counts as an improvement: count 0)."""
+    dt = best.dtype
+    inf = jnp.asarray(jnp.inf, dt)
+    running = jax.lax.cummin(jnp.where(allowed, best, inf))
+    before = jnp.concatenate([inf[None], running[:-1]])
+    level = jnp.where(jnp.isfinite(before), before - rtol * jnp.abs(before), inf)
+    improved = allowed & (best < level)
+    first = allowed & (jnp.cumsum(allowed) == 1)
+    pos = jnp.cumsum(allowed).astype(jnp.int32)
+    last = jax.lax.cummax(jnp.where(improved | first, pos, 0))
+    return pos - last
+
+
+def convergence_stop(
+    best_so_far: ArrayLike,
+    patience: int | ArrayLike,
+    *,
+    start: int = 0,
+    mask: ArrayLike | None = None,
+    rtol: float = 0.0,
+) -> tuple[jax.Array, jax.Array]:
+    """Conv-i baseline: stop once the incumbent has not improved for ``patience`` rows.
+
+    Counting starts at row ``start`` (which counts as an improvement, count 0); each
+    later real row either improves on the best value seen since ``start`` (strictly, by
+    more than ``rtol`` relative) and resets the count, or adds one. The rule fires at
+    the first row whose count equals ``patience``. This is the rule of the authors'
+    code with ``start = 20`` (Makarova et al., 2022, Sec. 4: "Conv-i").
+
+    Args:
+        best_so_far: Incumbent value after each row, shape (T,).
+        patience: ``i``, a positive int or an int array of shape (C,).
+        start: First row that may count (and stop).
+        mask: Which rows are real, shape (T,) bool; default all.
+        rtol: Relative tolerance of an improvement (0: any strict decrease).
+
+    Returns:
+        ``(stop, fired)``: the row at which the rule fires (the last real row if it never
+        does) and whether it fired; int32 / bool, shape () or (C,).
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> from jaxstop import regret
+        >>> best = jnp.array([5.0, 4.0, 4.0, 4.0, 3.0, 3.0, 3.0, 3.0])
+        >>> stop, fired = regret.convergence_stop(best, 3)
+        >>> int(stop), bool(fired)
+        (7, True)
+    """
+    best = _checks.float_array(best_so_far, "best_so_far")
+    _checks.check_rank(best, 1, "best_so_far", "with shape (T,)")
+    mask = _checks.mask_array(mask, best.shape)
+    patience = jnp.asarray(patience)
+    if not jnp.issubdtype(patience.dtype, jnp.integer) or patience.ndim > 1:
+        raise TypeError(f"patience must be an int or a 1-D int array, got {patience.dtype} of shape {patience.shape}")
+    if _checks.is_concrete(patience) and np.any(np.asarray(patience) < 1):
+        raise ValueError(f"patience must be >= 1, got {patience}")
+    start = _args.nonneg_int(start, "start")
+    rtol = float(rtol)
+    if not rtol >= 0:
+        raise ValueError(f"rtol must be >= 0, got {rtol}")
+    return _convergence_stop_jit(best, patience.astype(jnp.int32), mask, start, rtol)
+
+
+@jax.jit
+def _convergence_stop_jit(best, patience, mask, start, rtol):
+    allowed = mask & (jnp.arange(best.shape[0]) >= start)
+    count = _conv_counts(best, allowed, rtol)
+    lead = (1,) * patience.ndim
+    cond = allowed.reshape(lead + allowed.shape) & (count.reshape(lead + count.shape) == patience[..., None])
+    return _first_row(cond, _last_row(mask))
+
+
+def stop_rules(bound, threshold, best, num_eval, valid, ei, pi, ours_scales, conv_patience, ei_thr, pi_thr,
+                *, min_evaluations: int, fixed_threshold: bool, conv_rtol):
+    allowed = valid & (num_eval >= min_evaluations)
+    last = _last_row(valid)
+    first = jnp.argmax(allowed)
+    thr = jnp.broadcast_to(threshold[first], threshold.shape) if fixed_threshold else threshold
+
+    def stops(cond):
+        row, fired = _first_row(cond & allowed[None, :], last)
+        return num_eval[row], fired
+
+    ours, ours_f = stops(bound[None, :] < ours_scales[:, None] * thr[None, :])
+    count = _conv_counts(best, allowed, conv_rtol)
+    conv, conv_f = stops(count[None, :] == conv_patience[:, None])
+    if ei is None:
+        ei_s, ei_f = jnp.zeros((0,), jnp.int32), jnp.zeros((0,), bool)
+    else:
+        ei_s, ei_f = stops(ei[None, :] < ei_thr[:, None])
+    if pi is None:
+        pi_s, pi_f = jnp.zeros((0,), jnp.int32), jnp.zeros((0,), bool)
+    else:
+        pi_s, pi_f = stops(pi[None, :] < pi_thr[:, None])
+    return Stops(ours, conv, ei_s, pi_s, ours_f, conv_f, ei_f, pi_f)
+
+
+DEFAULT_SCALES = (1.0, 0.5 / 0.21)
+
+
+DEFAULT_PATIENCE = (10, 30, 50)
+
+
+DEFAULT_ACQ = (1e-8,)
+
+
+def rule_arrays(ours_scales, conv_patience, ei_thresholds, pi_thresholds, dt):
+    scales = _checks.float_array(ours_scales, "ours_scales", dt)
+    _checks.check_rank(scales, 1, "ours_scales", "(one scale per rule)")
+    patience = jnp.asarray(conv_patience)
+    if patience.ndim != 1 or not jnp.issubdtype(patience.dtype, jnp.integer):
+        raise TypeError(f"conv_patience must be a 1-D sequence of ints, got {patience.dtype} of shape {patience.shape}")
+    if _checks.is_concrete(patience) and np.any(np.asarray(patience) < 1):
+        raise ValueError(f"conv_patience must be >= 1, got {patience}")
+    ei_t = _checks.float_array(ei_thresholds, "ei_thresholds", dt)
+    pi_t = _checks.float_array(pi_thresholds, "pi_thresholds", dt)
+    _checks.check_rank(ei_t, 1, "ei_thresholds")
+    _checks.check_rank(pi_t, 1, "pi_thresholds")
+    return scales, patience.astype(jnp.int32), ei_t, pi_t
+
+
+def stop_iterations(
+    bound: ArrayLike,
+    threshold: ArrayLike,
+    best_so_far: ArrayLike,
+    num_evaluations: ArrayLike,
+    *,
+    ei: ArrayLike | None = None,
+    pi: ArrayLike | None = None,
+    mask: ArrayLike | None = None,
+    min_evaluations: int = 20,
+    ours_scales=DEFAULT_SCALES,
+    fixed_threshold: bool = False,
+    conv_patience=DEFAULT_PATIENCE,
+    ei_thresholds=DEFAULT_ACQ,
+    pi_thresholds=DEFAULT_ACQ,
+    conv_rtol: float = 0.0,
+) -> Stops:
+    """Stopping iteration of every rule of Makarova et al. (2022) along a trace.
+
+    Row ``t`` describes the search after ``num_evaluations[t]`` evaluations. A rule
+    may fire only on real rows with at least ``min_evaluations`` evaluations (the paper
+    never stops during the first 20 iterations):
+
+    * ours (Eq. 10): ``bound[t] < scale * threshold[t]``; with ``fixed_threshold`` the
+      threshold of the first row that may stop is used throughout, as in the authors'
+      code. ``scale = 1`` with the Nadeau-Bengio threshold is the paper's
+      ``Ours_0.21``; ``Ours_0.5`` is ``scale = 0.5 / 0.21``.
+    * Conv-i: :func:`convergence_stop` counted from the first row that may stop.
+    * EI / PI: ``ei[t] < threshold`` (resp. ``pi``).
+
+    Args:
+        bound: Regret bound per row, shape (T,).
+        threshold: Stopping threshold per row (e.g. :func:`cv_threshold` of the
+            incumbent), shape (T,).
+        best_so_far: Incumbent value per row, shape (T,).
+        num_evaluations: Evaluations behind each row, shape (T,) int.
+        ei: Expected improvement per row, shape (T,); ``None`` skips the EI rules.
+        pi: Probability of improvement per row, shape (T,); ``None`` skips the PI rules.
+        mask: Which rows are real, shape (T,) bool; default all.
+        min_evaluations: No rule fires with fewer evaluations.
+        ours_scales: Multipliers of ``threshold``, shape (S,).
+        fixed_threshold: Freeze the threshold at the first row that may stop.
+        conv_patience: Patiences ``i`` of Conv-i, shape (C,) ints.
+        ei_thresholds: Thresholds of the EI rule, shape (E,).
+        pi_thresholds: Thresholds of the PI rule, shape (P,).
+        conv_rtol: Relative tolerance of an improvement in Conv-i.
+
+    Returns:
+        :class:`Stops`, as numbers of evaluations.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> from jaxstop import regret
+        >>> n = jnp.arange(1, 31)
+        >>> bound = 1.0 / n                       # falls below 0.04 after 25 evaluations
+        >>> s = regret.stop_iterations(bound, jnp.full(30, 0.04), jnp.ones(30), n,
+        ...                            ours_scales=(1.0,), conv_patience=(5,))
+        >>> s.ours.tolist(), s.conv.tolist()
+        ([26], [25])
+    """
+    bound = _checks.float_array(bound, "bound")
+    _checks.check_rank(bound, 1, "bound", "with shape (T,)")
+    dt = bound.dtype
+    shape = bound.shape
+    arrays = {"threshold": threshold, "best_so_far": best_so_far}
+    if ei is not None:
+        arrays["ei"] = ei
+    if pi is not None:
+        arrays["pi"] = pi
+    conv = {}
+    for name, a in arrays.items():
+        a = _checks.float_array(a, name, dt)
+        if a.shape != shape:
+            raise ValueError(f"{name} must have shape {shape} like bound, got {a.shape}")
+        conv[name] = a
+    num_evaluations = jnp.asarray(num_evaluations)
+    if num_evaluations.shape != shape or not jnp.issubdtype(num_evaluations.dtype, jnp.integer):
+        raise ValueError(f"num_evaluations must be ints of shape {shape}, got {num_evaluations.dtype} {num_evaluations.shape}")
+    mask = _checks.mask_array(mask, shape)
+    min_evaluations = _args.nonneg_int(min_evaluations, "min_evaluations")
+    scales, patience, ei_t, pi_t = rule_arrays(ours_scales, conv_patience, ei_thresholds, pi_thresholds, dt)
+    return _stop_rules_jit(bound, conv["threshold"], conv["best_so_far"], num_evaluations.astype(jnp.int32), mask,
+                           conv.get("ei"), conv.get("pi"), scales, patience, ei_t, pi_t, jnp.asarray(conv_rtol, dt),
+                           min_evaluations=min_evaluations, fixed_threshold=bool(fixed_threshold))
+
+
+@partial(jax.jit, static_argnames=("min_evaluations", "fixed_threshold"))
+def _stop_rules_jit(bound, threshold, best, num_eval, valid, ei, pi, scales, patience, ei_t, pi_t, rtol, *,
+                    min_evaluations, fixed_threshold):
+    return stop_rules(bound, threshold, best, num_eval, valid, ei, pi, scales, patience, ei_t, pi_t,
+                       min_evaluations=min_evaluations, fixed_threshold=fixed_threshold, conv_rtol=rtol)
+
+
+def ryc(y_final: ArrayLike, y_stop: ArrayLike) -> jax.Array:
+    """Relative test-error change, Eq. (11): ``(y_T - y_es) / max(y_T, y_es)``.
+
+    Positive when stopping early gave a better (lower) test error than running to the
+    end. Assumes positive errors, as the paper's metrics are.
+
+    Example:
+        >>> from jaxstop import regret
+        >>> round(float(regret.ryc(0.20, 0.25)), 12)
+        -0.2
+    """
+    y_final = _checks.float_array(y_final, "y_final")
+    y_stop = _checks.float_array(y_stop, "y_stop")
+    return (y_final - y_stop) / jnp.maximum(y_final, y_stop)
+
+
+def rtc(t_final: ArrayLike, t_stop: ArrayLike) -> jax.Array:
+    """Relative time change, Eq. (12): ``(t_T - t_es) / t_T`` (time or iterations saved).
+
+    Example:
+        >>> from jaxstop import regret
+        >>> float(regret.rtc(200, 50))
+        0.75
+    """
+    t_final = _checks.float_array(t_final, "t_final")
+    t_stop = _checks.float_array(t_stop, "t_stop")
+    return (t_final - t_stop) / t_final

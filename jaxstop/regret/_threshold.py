@@ -1,0 +1,66 @@
+"""The stopping threshold of Eq. (9)-(10) from k-fold CV scores (:func:`cv_threshold`)."""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+from jax.typing import ArrayLike
+
+from jaxstop._src import checks as _checks, termination
+from jaxstop.regret import _args
+
+
+def cv_threshold(
+    fold_scores: ArrayLike,
+    mask: ArrayLike | None = None,
+    *,
+    test_train_ratio: float | None = None,
+    ddof: int = 1,
+) -> jax.Array:
+    """Stopping threshold from k-fold CV scores, Eq. (9)-(10) of Makarova et al. (2022).
+
+    ``sqrt((1/k + n_test/n_train) * s^2)``: the standard deviation of the CV estimate
+    with the correction of Nadeau and Bengio (2003); for k-fold CV
+    ``n_test/n_train = 1/(k-1)`` (0.21 s^2 for k = 10). ``s^2`` is the variance of the
+    k fold scores with ``ddof`` (1: sample variance, the default; 0: ``np.var``, as in
+    the authors' code and Optuna).
+
+    Args:
+        fold_scores: Fold scores, shape (..., k); the last axis holds the folds.
+        mask: Which folds are real, same shape, bool; default all. ``k`` counts the
+            real folds.
+        test_train_ratio: ``|D_i| / |D_-i|``; default ``1/(k-1)``.
+        ddof: Delta degrees of freedom of ``s^2`` (0 or 1).
+
+    Returns:
+        Threshold, shape (...). Where fewer than 2 folds are real (or ``k <= ddof``)
+        it is 0, so a rule ``bound < threshold`` never fires; with concrete input that
+        case raises instead.
+
+    Raises:
+        ValueError: Fewer than 2 folds, non-finite real scores, or bad options.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> from jaxstop import regret
+        >>> s = jnp.array([0.1, 0.2, 0.3, 0.4])           # var (ddof 1) = 1/60
+        >>> round(float(regret.cv_threshold(s)), 6)      # sqrt((1/4 + 1/3) / 60)
+        0.098601
+    """
+    fold_scores = _checks.float_array(fold_scores, "fold_scores")
+    if fold_scores.ndim < 1:
+        raise ValueError(f"fold_scores must have a fold axis (shape (..., k)), got shape {fold_scores.shape}")
+    if fold_scores.shape[-1] < 2:
+        raise ValueError(f"fold_scores must have at least 2 folds on its last axis, got shape {fold_scores.shape}")
+    mask = _checks.mask_array(mask, fold_scores.shape)
+    if isinstance(ddof, bool) or ddof not in (0, 1):
+        raise ValueError(f"ddof must be 0 or 1, got {ddof!r}")
+    if test_train_ratio is not None:
+        test_train_ratio = _args.float_param(test_train_ratio, "test_train_ratio", low=-1e-300)
+    _checks.check_finite_where(fold_scores, mask, "fold_scores")
+    if _checks.is_concrete(mask):
+        k = np.asarray(mask).sum(-1)
+        if np.any(k < 2):
+            raise ValueError("fold_scores must have at least 2 real folds per entry (mask), "
+                             f"got {int(k.min())}")
+    return termination.cv_threshold(fold_scores, mask, test_train_ratio, ddof)
