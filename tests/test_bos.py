@@ -391,13 +391,13 @@ def test_dtype_follows_input(rng, dtype):
 
 def test_edges_are_numpy_linspace():
     for b in (2, 7, 99, 100, 1000):
-        np.testing.assert_array_equal(np.asarray(bos._edges(b, jnp.float64)), np.linspace(0, 1, b + 1))
+        np.testing.assert_array_equal(np.asarray(bos._induction.edges(b, jnp.float64)), np.linspace(0, 1, b + 1))
 
 
 def test_bins_match_literal_rule(rng):
     edges = np.linspace(0, 1, 100)
     v = np.concatenate([rng.random(2000), edges[1:], np.nextafter(edges[1:-1], 2)])
-    got = np.asarray(bos._bin_index(jnp.asarray(v), 99))
+    got = np.asarray(bos._induction.bin_index(jnp.asarray(v), 99))
     np.testing.assert_array_equal(got, [literal_bin(x, 99) for x in v])
 
 
@@ -587,9 +587,9 @@ def test_solve_equals_fit_simulate_induction(key):
 def test_solve_dtype_and_no_retrace(key, dtype):
     prefix = PREFIX.astype(dtype)
     t1 = bos.solve(key, prefix, 0.3, HORIZON, 100.0, 99.0, 1.0, **SOLVE_KW)
-    sizes = bos._fit._cache_size(), bos._solve_from_gp._cache_size()
+    sizes = bos._curve_gp.fit_jit._cache_size(), bos._solve._solve_from_gp._cache_size()
     t2 = bos.solve(jax.random.key(1), prefix * 0.9, 0.25, HORIZON, 130.0, 99.0, 0.5, **SOLVE_KW)
-    assert (bos._fit._cache_size(), bos._solve_from_gp._cache_size()) == sizes
+    assert (bos._curve_gp.fit_jit._cache_size(), bos._solve._solve_from_gp._cache_size()) == sizes
     for t in (t1, t2):
         assert t.losses.dtype == t.prob.dtype == t.edges.dtype == dtype
         assert t.actions.dtype == jnp.int32

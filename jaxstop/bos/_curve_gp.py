@@ -1,0 +1,281 @@
+"""The learning-curve GP of BOS: :class:`ExpDecayKernel`, its maximum-likelihood fit
+(:func:`fit_curve_gp`) and its posterior over the epochs still to come (:func:`curve_posterior`)."""
+
+from __future__ import annotations
+
+import math
+from functools import partial
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import optax
+import tinygp
+from jax import lax
+from jax.typing import ArrayLike
+
+from jaxstop._src import linalg
+from jaxstop.bos._validate import check_horizon, check_prefix
+
+_HIGHEST = lax.Precision.HIGHEST
+# Box for the curve-GP hyperparameters, in log space: alpha and rate = alpha / beta.
+LOG_ALPHA_BOUNDS = (math.log(1e-2), math.log(1e2))
+LOG_RATE_BOUNDS = (math.log(1e-4), math.log(1e2))
+# Starting points (log rate, log alpha): a 3 x 4 grid over the box.
+STARTS = tuple(
+    (math.log(rate), math.log(alpha)) for rate in (1e-2, 1e-1, 1.0) for alpha in (0.1, 1.0, 10.0, 100.0)
+)
+
+
+class ExpDecayKernel(tinygp.kernels.Kernel):
+    """Exponential-decay learning-curve kernel, Eq. (5) of Dai et al. (2019).
+
+    ``k(n, n') = beta**alpha / (n + n' + beta)**alpha``
+    ``= integral exp(-lambda n) exp(-lambda n') Gamma(lambda; alpha, beta) d lambda``,
+    the freeze-thaw kernel of Swersky et al. (2014). It is evaluated as
+    ``exp(-alpha * log1p((n + n') / beta))``, which does not overflow for large
+    ``alpha``.
+
+    Args:
+        alpha: Shape of the Gamma mixing measure, positive scalar.
+        beta: Rate of the Gamma mixing measure, positive scalar.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> k = ExpDecayKernel(alpha=2.0, beta=3.0)
+        >>> n = jnp.array([1.0, 2.0])
+        >>> bool(jnp.allclose(k(n, n)[0, 1], 3.0**2 / (1.0 + 2.0 + 3.0) ** 2))
+        True
+    """
+
+    alpha: jax.Array
+    beta: jax.Array
+
+    def evaluate(self, X1: jax.Array, X2: jax.Array) -> jax.Array:
+        s = jnp.asarray(X1) + jnp.asarray(X2)
+        if s.ndim:  # inputs of shape (1,)
+            s = s[..., 0]
+        return jnp.exp(-self.alpha * jnp.log1p(s / self.beta))
+
+
+class CurveGP(NamedTuple):
+    """Fitted learning-curve GP.
+
+    Attributes:
+        alpha: Kernel shape ``alpha``, scalar.
+        beta: Kernel rate ``beta``, scalar.
+        mean: Constant prior mean (the curve's asymptote); 0 for the zero-mean model.
+        noise_var: Observation noise variance (fixed, not fitted), scalar.
+        nll: Negative log marginal likelihood at the fitted parameters, scalar.
+    """
+
+    alpha: jax.Array
+    beta: jax.Array
+    mean: jax.Array
+    noise_var: jax.Array
+    nll: jax.Array
+
+
+def _epochs(start: int, stop: int, dtype) -> jax.Array:
+    return jnp.arange(start, stop + 1, dtype=dtype)
+
+
+def _unpack(u: jax.Array):
+    log_rate, log_alpha = u[0], u[1]
+    return jnp.exp(log_alpha), jnp.exp(log_alpha - log_rate)
+
+
+def _whiten(alpha, beta, noise_var, x):
+    """``L^-1`` for the Cholesky factor ``L`` of ``k(x, x) + noise_var I`` (vmap-safe on CPU)."""
+    K = ExpDecayKernel(alpha, beta)(x, x) + noise_var * jnp.eye(x.shape[0], dtype=x.dtype)
+    L = linalg.cholesky(K)
+    return L, linalg.tri_inv(L)
+
+
+def _nll_and_grad(u, x, y, noise_var, constant_mean: bool):
+    """Negative log marginal likelihood and its gradient in ``u``.
+
+    ``u = (log(alpha / beta), log(alpha)[, mean])``. Value: Rasmussen & Williams,
+    Eq. 2.30; gradient: their Eq. 5.9, ``0.5 tr((K^-1 - a a^T) dK/du)`` with
+    ``a = K^-1 (y - mean)``, and ``-sum(a)`` for the mean. One Cholesky factor
+    and one triangular inverse per evaluation, both vmap-safe on CPU.
+    """
+    hi = _HIGHEST
+    alpha, beta = _unpack(u)
+    mean = u[2] if constant_mean else jnp.zeros((), y.dtype)
+    n = y.shape[0]
+    K0 = ExpDecayKernel(alpha, beta)(x, x)
+    L = linalg.cholesky(K0 + noise_var * jnp.eye(n, dtype=y.dtype))
+    _, Kinv = linalg.inv_from_cholesky(L)
+    resid = y - mean
+    a = jnp.matmul(Kinv, resid, precision=hi)
+    value = 0.5 * jnp.dot(resid, a, precision=hi) + jnp.sum(jnp.log(jnp.diagonal(L)))
+    value = value + 0.5 * n * math.log(2 * math.pi)
+    W = (Kinv - jnp.outer(a, a)) * K0
+    s = x[:, None] + x[None, :]
+    q = s / (s + beta)  # -d log1p(s / beta) / d log(beta)
+    log1p = jnp.log1p(s / beta)
+    g_rate = 0.5 * jnp.sum(W * (-alpha * q))  # beta = alpha / rate
+    g_alpha = 0.5 * jnp.sum(W * (alpha * (q - log1p)))
+    grads = [g_rate, g_alpha] + ([-jnp.sum(a)] if constant_mean else [])
+    return value, jnp.stack(grads)
+
+
+def fit_impl(prefix, noise_var, learning_rate, *, constant_mean: bool, num_steps: int):
+    dtype = prefix.dtype
+    x = _epochs(1, prefix.shape[0], dtype)
+    starts = jnp.asarray(STARTS, dtype)
+    lo = jnp.asarray([LOG_RATE_BOUNDS[0], LOG_ALPHA_BOUNDS[0]], dtype)
+    hi = jnp.asarray([LOG_RATE_BOUNDS[1], LOG_ALPHA_BOUNDS[1]], dtype)
+    if constant_mean:
+        m0 = jnp.full((starts.shape[0], 1), 0.5, dtype) * jnp.min(prefix)
+        starts = jnp.concatenate([starts, m0], axis=1)
+        lo = jnp.concatenate([lo, jnp.zeros((1,), dtype)])
+        hi = jnp.concatenate([hi, jnp.ones((1,), dtype)])
+    value_and_grad = partial(_nll_and_grad, x=x, y=prefix, noise_var=noise_var, constant_mean=constant_mean)
+    opt = optax.adam(learning_rate)
+    big = jnp.asarray(jnp.finfo(dtype).max, dtype)
+
+    def run(u0):
+        def step(carry, _):
+            u, state, best_u, best_v = carry
+            v, g = value_and_grad(u)
+            ok = jnp.isfinite(v) & jnp.all(jnp.isfinite(g))
+            better = ok & (v < best_v)
+            best_u = jnp.where(better, u, best_u)
+            best_v = jnp.where(better, v, best_v)
+            updates, new_state = opt.update(jnp.where(ok, g, 0), state, u)
+            new_u = jnp.clip(optax.apply_updates(u, updates), lo, hi)
+            u = jnp.where(ok, new_u, u)
+            return (u, new_state, best_u, best_v), None
+
+        init = (u0, opt.init(u0), u0, big)
+        (u, _, best_u, best_v), _ = lax.scan(step, init, None, length=num_steps)
+        v, _ = value_and_grad(u)
+        last_better = jnp.isfinite(v) & (v < best_v)
+        return jnp.where(last_better, u, best_u), jnp.where(last_better, v, best_v)
+
+    us, vs = jax.vmap(run)(starts)
+    i = jnp.argmin(vs)
+    u, v = us[i], vs[i]
+    alpha, beta = _unpack(u)
+    mean = u[2] if constant_mean else jnp.zeros((), dtype)
+    return CurveGP(alpha, beta, mean, jnp.asarray(noise_var, dtype), v)
+
+
+fit_jit = jax.jit(fit_impl, static_argnames=("constant_mean", "num_steps"))
+
+
+def fit_curve_gp(
+    prefix: ArrayLike,
+    *,
+    noise_var: float = 1e-3,
+    mean: str = "zero",
+    num_steps: int = 300,
+    learning_rate: float = 0.1,
+) -> CurveGP:
+    """Fit the learning-curve GP to the first ``N0`` validation errors.
+
+    Maximises the log marginal likelihood of ``prefix`` (errors at epochs
+    ``1..N0``) under a GP with :class:`ExpDecayKernel`, Gaussian noise of fixed
+    variance ``noise_var`` (the authors fix it to ``1e-3``) and zero mean (the
+    paper and the released code), or -- with ``mean="constant"`` -- a fitted
+    constant mean in [0, 1], the asymptote the curve decays towards. (Appendix
+    B of the paper speaks of a conjugate "Bayesian update" of ``alpha`` and
+    ``beta``; the released code computes such values but then fits both by
+    maximum likelihood with GPy -- start ``alpha = beta = 1``, L-BFGS-B -- which
+    is what is done here, with several starts.)
+
+    The optimisation runs in ``(log(alpha / beta), log(alpha))``, a
+    parametrisation in which the ridge of nearly equal likelihoods along which
+    ``alpha, beta -> infinity`` (the kernel tends to ``exp(-rate (n + n'))``) is
+    axis-aligned. Projected Adam takes ``num_steps`` steps inside ``jit`` from
+    each of 12 starting points (a grid of ``alpha`` in {0.1, 1, 10, 100} and
+    ``alpha / beta`` in {0.01, 0.1, 1}), within the box ``alpha`` in
+    [1e-2, 1e2], ``alpha / beta`` in [1e-4, 1e2]; the best iterate over all
+    starts is returned. Steps whose likelihood or gradient is not finite are
+    skipped. With the defaults the result matched the best of 20 scipy
+    L-BFGS-B starts to 1e-9 in the negative log likelihood on curves drawn
+    from the model; on flat real prefixes the optimum often lies on the
+    ``alpha = 100`` edge of the ridge, where the likelihood is nearly flat.
+
+    Args:
+        prefix: Validation errors of epochs ``1..N0``, shape (N0,).
+        noise_var: Observation noise variance (fixed).
+        mean: ``"zero"`` (paper, released code) or ``"constant"``.
+        num_steps: Adam steps per start (static).
+        learning_rate: Adam learning rate.
+
+    Returns:
+        The fitted :class:`CurveGP` (dtype of ``prefix``).
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> prefix = jnp.array([0.62, 0.48, 0.41, 0.37, 0.345, 0.33, 0.32, 0.312])
+        >>> gp = fit_curve_gp(prefix)
+        >>> bool(gp.alpha > 0) and bool(gp.beta > 0)
+        True
+    """
+    prefix = check_prefix(prefix, check_range=False)
+    if mean not in ("zero", "constant"):
+        raise ValueError(f"mean must be 'zero' or 'constant', got {mean!r}")
+    if not noise_var > 0:
+        raise ValueError(f"noise_var must be positive, got {noise_var}")
+    if not (isinstance(num_steps, int) and num_steps >= 1):
+        raise ValueError(f"num_steps must be a positive int, got {num_steps!r}")
+    return fit_jit(
+        prefix,
+        jnp.asarray(noise_var, prefix.dtype),
+        jnp.asarray(learning_rate, prefix.dtype),
+        constant_mean=mean == "constant",
+        num_steps=num_steps,
+    )
+
+
+def posterior(gp: CurveGP, prefix: jax.Array, horizon: int):
+    dtype = prefix.dtype
+    n0 = prefix.shape[0]
+    x = _epochs(1, n0, dtype)
+    xs = _epochs(n0 + 1, horizon, dtype)
+    alpha, beta = jnp.asarray(gp.alpha, dtype), jnp.asarray(gp.beta, dtype)
+    kernel = ExpDecayKernel(alpha, beta)
+    _, Linv = _whiten(alpha, beta, jnp.asarray(gp.noise_var, dtype), x)
+    A = jnp.matmul(Linv, kernel(x, xs), precision=_HIGHEST)
+    Kss = kernel(xs, xs)
+    r = jnp.matmul(Linv, prefix - gp.mean, precision=_HIGHEST)
+    mean = gp.mean + jnp.matmul(A.T, r, precision=_HIGHEST)
+    cov = Kss - jnp.matmul(A.T, A, precision=_HIGHEST)
+    return mean, 0.5 * (cov + cov.T)
+
+
+_posterior_jit = jax.jit(posterior, static_argnames=("horizon",))
+
+
+def curve_posterior(curve_gp: CurveGP, prefix: ArrayLike, horizon: int):
+    """Posterior of the noise-free curve at epochs ``N0+1..N`` given the prefix.
+
+    Standard GP conditioning (Rasmussen & Williams, Eqs. 2.23-2.24) with the
+    fitted :class:`CurveGP`: the prefix is observed at epochs ``1..N0`` with noise
+    ``curve_gp.noise_var``; the returned moments are those of the latent curve
+    (the released code draws ``posterior_samples_f``, also latent).
+
+    Args:
+        curve_gp: Fitted GP (:func:`fit_curve_gp`).
+        prefix: Errors of epochs ``1..N0``, shape (N0,).
+        horizon: Last epoch ``N`` (static int, ``N > N0``).
+
+    Returns:
+        ``(mean, cov)`` with shapes (N - N0,) and (N - N0, N - N0).
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> prefix = jnp.array([0.6, 0.5, 0.45, 0.42])
+        >>> gp = CurveGP(jnp.array(1.0), jnp.array(2.0), jnp.array(0.0), jnp.array(1e-3), jnp.array(0.0))
+        >>> mean, cov = curve_posterior(gp, prefix, horizon=10)
+        >>> mean.shape, cov.shape
+        ((6,), (6, 6))
+    """
+    prefix = check_prefix(prefix, check_range=False)
+    check_horizon(horizon, prefix.shape[0])
+    gp = CurveGP(*(jnp.asarray(a, prefix.dtype) for a in curve_gp))
+    return _posterior_jit(gp, prefix, horizon=horizon)

@@ -1,0 +1,287 @@
+"""The full BOS solve of one trial (:func:`solve`) or many (:func:`solve_batch`): curve-GP
+fit, simulation and backward induction, fused so that the paths are drawn, binned and
+counted in chunks."""
+
+from __future__ import annotations
+
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+from jax.typing import ArrayLike
+
+from jaxstop._src import checks
+from jaxstop.bos._curve_gp import fit_impl, fit_jit, posterior
+from jaxstop.bos._induction import DecisionTable, decision_table, transition_counts
+from jaxstop.bos._simulate import chunks, draw, factor
+from jaxstop.bos._validate import check_costs, check_horizon, check_prefix, solve_config
+
+
+def _solve_one(key, prefix, best_error, k1, k2, cost, xi_, *, constant_mean, noise_var, fit_steps, **static):
+    dtype = prefix.dtype
+    gp = fit_impl(
+        prefix,
+        jnp.asarray(noise_var, dtype),
+        jnp.asarray(0.1, dtype),
+        constant_mean=constant_mean,
+        num_steps=fit_steps,
+    )
+    return _solve_from_gp_impl(key, gp, prefix, best_error, k1, k2, cost, xi_, **static)
+
+
+def _solve_from_gp_impl(
+    key,
+    gp,
+    prefix,
+    best_error,
+    k1,
+    k2,
+    cost,
+    xi_,
+    *,
+    horizon,
+    num_paths,
+    num_bins,
+    compat,
+    min_count,
+    rank,
+    chunk_size,
+):
+    dtype = prefix.dtype
+    n0 = prefix.shape[0]
+    mean, cov = posterior(gp, prefix, horizon)
+    F, dropped = factor(cov, rank)
+    T = horizon - n0
+    threshold = best_error if compat else best_error + xi_
+    num_chunks, chunk_size = chunks(num_paths, chunk_size)
+
+    def chunk(c, key_c):
+        values = draw(key_c, F, mean, chunk_size)
+        valid = c * chunk_size + jnp.arange(chunk_size) < num_paths
+        return transition_counts(values, valid, threshold, num_bins=num_bins, compat=compat)
+
+    keys = jax.random.split(key, num_chunks)
+    if num_chunks == 1:
+        trans, per_step = chunk(0, keys[0])
+    else:
+
+        def body(carry, xs):
+            c, key_c = xs
+            t, p = chunk(c, key_c)
+            return (carry[0] + t, carry[1] + p), None
+
+        init = (jnp.zeros((T - 1, num_bins, num_bins), jnp.int32), jnp.zeros((T, 2, num_bins), jnp.int32))
+        (trans, per_step), _ = lax.scan(body, init, (jnp.arange(num_chunks), keys))
+    return decision_table(
+        trans,
+        per_step,
+        k1,
+        k2,
+        cost,
+        jnp.asarray(min_count, dtype),
+        n0,
+        dropped,
+        compat=compat,
+        num_bins=num_bins,
+        dtype=dtype,
+    )
+
+
+_PATH_STATIC = ("horizon", "num_paths", "num_bins", "compat", "min_count", "rank", "chunk_size")
+_FIT_STATIC = ("constant_mean", "noise_var", "fit_steps")
+_SOLVE_STATIC = _PATH_STATIC + _FIT_STATIC
+
+# solve = the jitted fit (shared with fit_curve_gp) + this.
+_solve_from_gp = jax.jit(_solve_from_gp_impl, static_argnames=_PATH_STATIC)
+
+
+@partial(jax.jit, static_argnames=_SOLVE_STATIC + ("batch_size",))
+def _solve_batch(keys, prefixes, best_error, k1, k2, cost, xi_, *, batch_size, **static):
+    def one(args):
+        return _solve_one(*args, **static)
+
+    # Pad the trials to whole groups (repeating the last trial) so that only the
+    # vectorised body is compiled, not a second one for a remainder.
+    num_trials = prefixes.shape[0]
+    padded = -(-num_trials // batch_size) * batch_size
+    args = (keys, prefixes, best_error, k1, k2, cost, xi_)
+    if padded > num_trials:
+        index = jnp.minimum(jnp.arange(padded), num_trials - 1)
+        args = jax.tree.map(lambda a: a[index], args)
+    out = lax.map(one, args, batch_size=batch_size)
+    return jax.tree.map(lambda a: a[:num_trials], out)
+
+
+def solve(
+    key: jax.Array,
+    prefix: ArrayLike,
+    best_error: ArrayLike,
+    horizon: int,
+    k1: ArrayLike,
+    k2: ArrayLike,
+    cost: ArrayLike,
+    *,
+    num_paths: int = 100_000,
+    num_bins: int = 99,
+    mode: str = "corrected",
+    min_count: float = 30,
+    xi: ArrayLike = 0.0,
+    noise_var: float = 1e-3,
+    mean: str = "zero",
+    fit_steps: int = 300,
+    rank: int | None = 12,
+    chunk_size: int = 10_000,
+) -> DecisionTable:
+    """Solve one trial's BOS problem: fit, simulate, backward induction.
+
+    Runs :func:`fit_curve_gp` on ``prefix`` (the errors of epochs ``1..N0``),
+    draws ``num_paths`` posterior paths over epochs ``N0+1..N`` as in
+    :func:`simulate`, and runs :func:`backward_induction` on them, fused: the
+    paths are drawn, binned and counted in chunks of ``chunk_size``, so they
+    are never all in memory at once. The fit is the same compiled function as
+    :func:`fit_curve_gp`, and with the same key, ``rank`` and ``chunk_size``
+    :func:`simulate` draws the very same paths, so the table equals::
+
+        paths = simulate(key, fit_curve_gp(prefix), prefix, horizon, num_paths,
+                         rank=rank, chunk_size=chunk_size)
+        backward_induction(paths.values, paths.valid, best_error, k1, k2, cost, n0=N0)
+
+    Args:
+        key: A ``jax.random`` key.
+        prefix: Errors of epochs ``1..N0``, shape (N0,), inside (0, 1).
+        best_error: Incumbent error, scalar in [0, 1].
+        horizon: Last epoch ``N`` (static int, ``> N0``).
+        k1, k2, cost: Loss parameters (see :func:`backward_induction`).
+        num_paths: Number of simulated paths (static).
+        num_bins, mode, min_count, xi: See :func:`backward_induction`.
+        noise_var, mean: See :func:`fit_curve_gp`; ``fit_steps`` its ``num_steps``.
+        rank: Leading posterior directions drawn (see :func:`simulate`); the
+            default 12 keeps the dropped variance at float64 round-off for this
+            kernel, and ``table.dropped_variance`` reports it.
+        chunk_size: Paths per chunk (static; bounds memory).
+
+    Returns:
+        The :class:`DecisionTable`, dtype of ``prefix``.
+
+    Example:
+        >>> import jax, jax.numpy as jnp
+        >>> prefix = jnp.array([0.6, 0.5, 0.45, 0.42, 0.40, 0.39, 0.385, 0.38])
+        >>> table = solve(jax.random.key(0), prefix, 0.3, 20, 100.0, 99.0, 1.0, num_paths=2000)
+        >>> table.actions.shape
+        (12, 99)
+    """
+    prefix = check_prefix(prefix, check_range=True)
+    check_horizon(horizon, prefix.shape[0])
+    static = solve_config(
+        prefix, horizon, num_paths, num_bins, mode, min_count, noise_var, mean, fit_steps, rank, chunk_size
+    )
+    dtype = prefix.dtype
+    best_error, k1, k2, cost, xi_ = check_costs(best_error, k1, k2, cost, xi, dtype, static["compat"])
+    fit = {k: static.pop(k) for k in _FIT_STATIC}
+    gp = fit_jit(
+        prefix,
+        jnp.asarray(fit["noise_var"], dtype),
+        jnp.asarray(0.1, dtype),
+        constant_mean=fit["constant_mean"],
+        num_steps=fit["fit_steps"],
+    )
+    return _solve_from_gp(key, gp, prefix, best_error, k1, k2, cost, xi_, **static)
+
+
+# Working memory of one group of trials in solve_batch (default batch_size).
+_BATCH_BYTES = 128 * 2**20
+
+
+def _trial_bytes(chunk: int, T: int, num_bins: int, dtype) -> int:
+    """Rough peak working memory of one trial: a chunk of paths and the histograms."""
+    paths = chunk * T * (2 * jnp.dtype(dtype).itemsize + 8)
+    hist = 3 * max(T - 1, 1) * 2 * num_bins * num_bins * 4
+    return paths + hist
+
+
+def solve_batch(
+    key: jax.Array,
+    prefixes: ArrayLike,
+    best_errors: ArrayLike,
+    horizon: int,
+    k1: ArrayLike,
+    k2: ArrayLike,
+    cost: ArrayLike,
+    *,
+    batch_size: int | None = None,
+    num_paths: int = 100_000,
+    num_bins: int = 99,
+    mode: str = "corrected",
+    min_count: float = 30,
+    xi: ArrayLike = 0.0,
+    noise_var: float = 1e-3,
+    mean: str = "zero",
+    fit_steps: int = 300,
+    rank: int | None = 12,
+    chunk_size: int = 10_000,
+) -> DecisionTable:
+    """Solve many trials' BOS problems in one call.
+
+    :func:`solve` mapped over trials with ``lax.map`` in groups of
+    ``batch_size`` trials (vectorised within a group), so memory stays bounded:
+    a trial works on one chunk of ``min(num_paths, chunk_size)`` paths and its
+    transition histogram (``(T-1) * 2 * num_bins**2`` counts, 3.2 MB for
+    ``T = 42``) at a time, whatever the number of trials. Trial ``i`` uses
+    key ``jax.random.split(key, num_trials)[i]`` in :func:`solve`. On CPU the
+    group size hardly changes the time per trial; on accelerators larger
+    groups use the device better.
+
+    Args:
+        key: A ``jax.random`` key.
+        prefixes: Errors of epochs ``1..N0`` per trial, shape (num_trials, N0).
+        best_errors: Incumbent error per trial, shape (num_trials,) or scalar.
+        horizon: Last epoch ``N`` (static).
+        k1, k2, cost: Loss parameters, shape (num_trials,) or scalars.
+        batch_size: At most this many trials are vectorised together (static);
+            default: as many as fit in about 128 MB of working memory. The
+            trials are split into equal groups (the last trial repeated to fill
+            the last group; the repeats are dropped from the result).
+        num_paths, num_bins, mode, min_count, xi, noise_var, mean, fit_steps,
+        rank, chunk_size: See :func:`solve` (``xi`` may be per trial).
+
+    Returns:
+        A :class:`DecisionTable` whose fields have a leading (num_trials,) axis.
+
+    Example:
+        >>> import jax, jax.numpy as jnp
+        >>> prefixes = jnp.array([[0.6, 0.5, 0.45, 0.42], [0.5, 0.45, 0.43, 0.42]])
+        >>> tables = solve_batch(jax.random.key(0), prefixes, jnp.array([0.3, 0.35]), 10,
+        ...                      jnp.array([100.0, 105.0]), 99.0, 1.0, num_paths=1000)
+        >>> tables.actions.shape
+        (2, 6, 99)
+    """
+    prefixes = jnp.asarray(prefixes)
+    if prefixes.ndim != 2:
+        raise ValueError(f"prefixes must have shape (num_trials, N0), got shape {prefixes.shape}")
+    num_trials = prefixes.shape[0]
+    if num_trials == 0:
+        raise ValueError("prefixes must hold at least one trial, got shape (0, N0)")
+    prefixes = check_prefix(prefixes, check_range=True, name="prefixes")
+    check_horizon(horizon, prefixes.shape[1])
+    static = solve_config(
+        prefixes, horizon, num_paths, num_bins, mode, min_count, noise_var, mean, fit_steps, rank, chunk_size
+    )
+    dtype = prefixes.dtype
+    best, k1, k2, cost, xi_ = check_costs(
+        best_errors, k1, k2, cost, xi, dtype, static["compat"], batch=num_trials
+    )
+    if batch_size is None:
+        batch_size = max(
+            1,
+            min(
+                num_trials,
+                _BATCH_BYTES
+                // _trial_bytes(min(num_paths, chunk_size), horizon - prefixes.shape[1], num_bins, dtype),
+            ),
+        )
+    checks.positive_int(batch_size, "batch_size", 1)
+    # Equal groups: the fewest groups of at most batch_size trials, as even as possible.
+    batch_size = -(-num_trials // -(-num_trials // min(batch_size, num_trials)))
+    keys = jax.random.split(key, num_trials)
+    return _solve_batch(keys, prefixes, best, k1, k2, cost, xi_, batch_size=batch_size, **static)
