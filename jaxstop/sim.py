@@ -26,7 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxstop._src import checks as _checks
-from jaxstop.policies._base import Job, Policy, Result
+from jaxstop.policies import Job, Policy, Result
 
 __all__ = ["CurveTable", "Trace", "run", "run_batch", "curve_lengths"]
 

@@ -1,9 +1,13 @@
 """Policies: the functional ask/tell facade (see :mod:`jaxstop.policies._base`)."""
 
+from jaxstop.policies._base import AskFn as AskFn
 from jaxstop.policies._base import Info as Info
+from jaxstop.policies._base import InitFn as InitFn
 from jaxstop.policies._base import Job as Job
 from jaxstop.policies._base import Policy as Policy
+from jaxstop.policies._base import ReportFn as ReportFn
 from jaxstop.policies._base import Result as Result
+from jaxstop.policies._base import TellFn as TellFn
 from jaxstop.policies._base import make_job as make_job
 from jaxstop.policies.auto_termination import AutoTerminationInfo as AutoTerminationInfo
 from jaxstop.policies.auto_termination import AutoTerminationParams as AutoTerminationParams
@@ -19,7 +23,9 @@ from jaxstop.policies.halving import Bracket as Bracket
 from jaxstop.policies.halving import HalvingInfo as HalvingInfo
 from jaxstop.policies.halving import HalvingParams as HalvingParams
 from jaxstop.policies.halving import HalvingSchedule as HalvingSchedule
+from jaxstop.policies.halving import HalvingBOHBState as HalvingBOHBState
 from jaxstop.policies.halving import HalvingState as HalvingState
+from jaxstop.policies.halving import HalvingUQState as HalvingUQState
 from jaxstop.policies.halving import bohb as bohb
 from jaxstop.policies.halving import halving_schedule as halving_schedule
 from jaxstop.policies.halving import hyperband as hyperband
@@ -37,6 +43,10 @@ __all__ = [
     "Policy",
     "Result",
     "make_job",
+    "InitFn",
+    "AskFn",
+    "ReportFn",
+    "TellFn",
     "RandomSearchInfo",
     "RandomSearchState",
     "random_search",
@@ -55,6 +65,8 @@ __all__ = [
     "HalvingParams",
     "HalvingSchedule",
     "HalvingState",
+    "HalvingUQState",
+    "HalvingBOHBState",
     "bohb",
     "halving_schedule",
     "hyperband",

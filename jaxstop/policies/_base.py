@@ -22,12 +22,12 @@ simulator then evaluates a job with a single lookup).
 
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple, Optional
+from typing import Any, Callable, NamedTuple, Optional, Protocol
 
 import jax
 import jax.numpy as jnp
 
-__all__ = ["Policy", "Job", "Result", "Info", "make_job"]
+__all__ = ["Policy", "Job", "Result", "Info", "make_job", "InitFn", "AskFn", "ReportFn", "TellFn"]
 
 
 class Job(NamedTuple):
@@ -77,6 +77,33 @@ class Info(NamedTuple):
     incumbent: jax.Array
 
 
+class InitFn(Protocol):
+    """``init(key, params) -> state``: a fresh study's state."""
+
+    def __call__(self, key: jax.Array, params: Any = ...) -> Any: ...
+
+
+class AskFn(Protocol):
+    """``ask(key, state, params) -> (job, state)``: the next job to run."""
+
+    def __call__(self, key: jax.Array, state: Any, params: Any = ...) -> tuple[Job, Any]: ...
+
+
+class ReportFn(Protocol):
+    """``report(state, job, epoch, value, params) -> (state, stop)``: one budget unit's loss
+    of a running job; ``stop`` (bool ()) ends the job early."""
+
+    def __call__(self, state: Any, job: Job, epoch: jax.Array, value: jax.Array,
+                 params: Any = ...) -> tuple[Any, jax.Array]: ...
+
+
+class TellFn(Protocol):
+    """``tell(state, job, result, params) -> (state, info)``: a finished job's result;
+    ``info`` has at least ``terminate`` and ``incumbent`` (see :class:`Info`)."""
+
+    def __call__(self, state: Any, job: Job, result: Result, params: Any = ...) -> tuple[Any, Any]: ...
+
+
 class Policy(NamedTuple):
     """A stopping / scheduling policy as pure functions.
 
@@ -91,10 +118,10 @@ class Policy(NamedTuple):
             hyperparameters (a pytree; ``()`` when there are none).
     """
 
-    init: Callable[..., Any]
-    ask: Callable[..., Any]
-    report: Optional[Callable[..., Any]]
-    tell: Callable[..., Any]
+    init: InitFn
+    ask: AskFn
+    report: Optional[ReportFn]
+    tell: TellFn
     default_params: Callable[[], Any]
 
 
