@@ -35,6 +35,7 @@ import jax  # noqa: E402
 import numpy as np  # noqa: E402
 
 from jaxstop import bos  # noqa: E402
+from jaxstop.bos import _curve_gp  # noqa: E402  (the fit's starts and bounds, internal)
 
 jax.config.update("jax_enable_x64", True)  # float64 runs need it; float32 inputs stay float32
 
@@ -47,9 +48,9 @@ PREFIX = np.array([0.62, 0.48, 0.41, 0.37, 0.345, 0.33, 0.32, 0.312])
 # Vectorised NumPy version of the same rules (fit, draws, counts, induction)
 # --------------------------------------------------------------------------------------
 
-STARTS = np.array(bos._STARTS)  # the same 12 starting points (log rate, log alpha)
-LO = np.array([bos._LOG_RATE_BOUNDS[0], bos._LOG_ALPHA_BOUNDS[0]])
-HI = np.array([bos._LOG_RATE_BOUNDS[1], bos._LOG_ALPHA_BOUNDS[1]])
+STARTS = np.array(_curve_gp.STARTS)  # the same 12 starting points (log rate, log alpha)
+LO = np.array([_curve_gp.LOG_RATE_BOUNDS[0], _curve_gp.LOG_ALPHA_BOUNDS[0]])
+HI = np.array([_curve_gp.LOG_RATE_BOUNDS[1], _curve_gp.LOG_ALPHA_BOUNDS[1]])
 
 
 def np_nll_grad(U, y, noise):

@@ -50,25 +50,26 @@ import numpy as np  # noqa: E402
 jax.config.update("jax_enable_x64", True)
 
 from jaxstop import gp, regret  # noqa: E402
+from jaxstop._src import gp_core, gp_fit, termination  # noqa: E402
 from jaxstop._src import linalg as _linalg  # noqa: E402
 
 MIN_NOISE = 1e-6
 
 
 def _top(X, y, n):
-    cap = regret._top_capacity(n, 0.5, 20)
-    _, tmask, _, Xt, z, _, _ = regret._standardized_top(X, y, jnp.ones(n, bool), cap, 0.5, 20)
+    cap = termination.top_capacity(n, 0.5, 20)
+    _, tmask, _, Xt, z, _, _ = termination.standardized_top(X, y, jnp.ones(n, bool), cap, 0.5, 20)
     return Xt, z, tmask
 
 
 def _fit(X, z, mask, init, *, steps, tol, inv_hessian=None):
-    p, info, _, H = gp._fit_profiled(X, z, mask, init, MIN_NOISE, steps=steps, fit_mean=True, tol=tol,
+    p, info, _, H = gp_fit.fit_profiled(X, z, mask, init, MIN_NOISE, steps=steps, fit_mean=True, tol=tol,
                                      inv_hessian=inv_hessian)
     return p, info, H
 
 
 def cold_fit(n, d):
-    init = gp._default_init(d, jnp.float64)
+    init = gp_core.default_init(d, jnp.float64)
 
     @jax.jit
     def f(X, y):
@@ -78,7 +79,7 @@ def cold_fit(n, d):
 
 
 def reference_fit(n, d):
-    init = gp._default_init(d, jnp.float64)
+    init = gp_core.default_init(d, jnp.float64)
 
     @jax.jit
     def f(X, y):
@@ -88,7 +89,7 @@ def reference_fit(n, d):
 
 def coarse_to_fine_fit(n, d, levels):
     """Fit every 2^k-th point of the top set (sorted by value), k = levels .. 1, then all."""
-    init = gp._default_init(d, jnp.float64)
+    init = gp_core.default_init(d, jnp.float64)
 
     @jax.jit
     def f(X, y):
@@ -107,7 +108,7 @@ def coarse_to_fine_fit(n, d, levels):
 
 
 def float32_first_fit(n, d):
-    init = gp._default_init(d, jnp.float64)
+    init = gp_core.default_init(d, jnp.float64)
     f32 = partial(jax.tree_util.tree_map, lambda a: jnp.asarray(a, jnp.float32))
 
     @jax.jit
@@ -181,15 +182,15 @@ def parts(n, d, repeats, rng):
     mask = jnp.ones(m, bool)
     p = gp.params(1.0, [0.5] * d, 1e-2)
     both = mask[:, None] & mask[None, :]
-    C, _ = gp._correlation_parts(p.log_lengthscales, X, both)
+    C, _ = gp_core.correlation_parts(p.log_lengthscales, X, both)
     K = C + 1e-2 * jnp.eye(m)
     L = jnp.linalg.cholesky(K)
-    raw = gp._to_raw(p._replace(log_noise=p.log_noise - p.log_amplitude), MIN_NOISE)
+    raw = gp_fit.to_raw(p._replace(log_noise=p.log_noise - p.log_amplitude), MIN_NOISE)
     theta, unravel = jax.flatten_util.ravel_pytree(raw)
-    objective = partial(gp._objective_profiled_scale, X=X, y=z, mask=mask, min_noise=jnp.asarray(MIN_NOISE),
+    objective = partial(gp_fit.objective_profiled_scale, X=X, y=z, mask=mask, min_noise=jnp.asarray(MIN_NOISE),
                         use_prior=True, fit_mean=True, mean0=jnp.asarray(0.0))
     rows = [
-        ("Matern correlation and its derivative factor", jax.jit(lambda ll: gp._correlation_parts(ll, X, both)),
+        ("Matern correlation and its derivative factor", jax.jit(lambda ll: gp_core.correlation_parts(ll, X, both)),
          (p.log_lengthscales,)),
         ("Cholesky factor (jaxlib LAPACK)", jax.jit(_linalg.cholesky), (K,)),
         ("L^-1 and K^-1 from it (blocked)", jax.jit(_linalg.inv_from_cholesky), (L,)),
@@ -211,7 +212,7 @@ def inverses(n, repeats, rng):
     out = []
     for noise in (1e-2, 1e-6):
         X = jnp.asarray(rng.uniform(size=(m, 3)))
-        K = gp._matern52(gp.params(1.0, [0.5] * 3, 1e-2), X, X) + noise * jnp.eye(m)
+        K = gp_core.matern52(gp.params(1.0, [0.5] * 3, 1e-2), X, X) + noise * jnp.eye(m)
         exact = np.linalg.inv(np.asarray(K))
         exact = 0.5 * (exact + exact.T)
         for name, fn in (("Cholesky + blocked inverse", cholesky_inverse), ("recursive Schur complement", schur_inverse)):
