@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from scipy.stats import norm
 
+from _compiles import count_compilations
 from jaxstop import confidence, policies, sim
 from jaxstop.policies import halving
 from jaxstop.policies.subsampling import subsampling
@@ -305,11 +306,11 @@ def test_loop_scan_vmap_agree(kind, uq):
         assert int(tr.budget) == ref["spent"]
         assert int(tr.incumbent) == ref["incumbent"]
     # the other keys: sim.run == vmap, without retracing
-    before = sim._run_jit._cache_size()
-    for i in range(1, len(KEYS)):
-        one = single_run(kind, uq, "ragged", i)
-        chex.assert_trees_all_equal(one, jax.tree_util.tree_map(lambda a: a[i], batch))
-    assert sim._run_jit._cache_size() == before
+    with count_compilations() as compiled:
+        for i in range(1, len(KEYS)):
+            one = single_run(kind, uq, "ragged", i)
+            chex.assert_trees_all_equal(one, jax.tree_util.tree_map(lambda a: a[i], batch))
+    assert compiled["_run"] == 0
 
 
 @pytest.mark.parametrize("kind", ["sh", "hyperband", "bohb"])

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import jaxstop
+from _compiles import count_compilations
 from jaxstop import policies, sim
 
 
@@ -140,12 +141,14 @@ def test_report_hook_stops_jobs_like_the_python_loop(rng):
 def test_no_retrace_for_new_keys_or_params(rng):
     table, _ = ragged_table(rng)
     policy = early_stopping_policy(12, 9)
-    sim.run(policy, table, jax.random.key(0), max_jobs=12)
-    before = sim._run_jit._cache_size()
-    sim.run(policy, table, jax.random.key(1), StopAbove(jnp.asarray(0.3)), max_jobs=12)
+    with count_compilations() as first:
+        sim.run(policy, table, jax.random.key(0), max_jobs=12)
+    assert first["_run"] == 1  # a new policy: one program (and the count sees it)
     values2 = np.where(np.asarray(table.mask), np.asarray(table.values) * 0.5, 0.0)
-    sim.run(policy, table._replace(values=values2), jax.random.key(2), max_jobs=12)
-    assert sim._run_jit._cache_size() == before
+    with count_compilations() as compiled:
+        sim.run(policy, table, jax.random.key(1), StopAbove(jnp.asarray(0.3)), max_jobs=12)
+        sim.run(policy, table._replace(values=values2), jax.random.key(2), max_jobs=12)
+    assert compiled["_run"] == 0
 
 
 def test_save_load_round_trip(tmp_path, rng):
