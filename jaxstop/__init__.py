@@ -9,8 +9,8 @@ Modules:
     sim: simulation studies against tables of real learning curves.
     data: a small embedded sample of real HPO data for demos.
 
-``compiler_options()`` gives the XLA options jaxstop compiles its own programs with
-(512-bit vectors on CPU), for your own ``jax.jit`` around jaxstop functions.
+``compiler_options()`` gives the XLA options recommended around jaxstop (512-bit vectors on
+CPU); jaxstop does not apply them itself: pass them to your own top-level ``jax.jit``.
 """
 
 from jaxstop import bos as bos
