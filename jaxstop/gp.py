@@ -134,12 +134,7 @@ def standardize(y: ArrayLike, mask: ArrayLike | None = None) -> tuple[jax.Array,
 
 
 def _check_data(X, y, mask):
-    X = _checks.float_array(X, "X")
-    y = _checks.float_array(y, "y")
-    _checks.check_rank(X, 2, "X", "with shape (n, d)")
-    _checks.check_rank(y, 1, "y", "with shape (n,)")
-    if X.shape[0] != y.shape[0]:
-        raise ValueError(f"X and y must have the same number of rows, got {X.shape[0]} and {y.shape[0]}")
+    X, y = _checks.data_arrays(X, y)
     if X.shape[1] < 1:
         raise ValueError(f"X must have at least one column, got shape {X.shape}")
     mask = _checks.mask_array(mask, y.shape)

@@ -54,6 +54,17 @@ def check_rank(x, rank: int, name: str, what: str = "") -> None:
         raise ValueError(f"{name} must be {rank}-D{extra}, got shape {jnp.shape(x)}")
 
 
+def data_arrays(X, y) -> tuple[jax.Array, jax.Array]:
+    """``X`` (n, d) and ``y`` (n,) as floating arrays, checked for rank and matching rows."""
+    X = float_array(X, "X")
+    y = float_array(y, "y")
+    check_rank(X, 2, "X", "with shape (n, d)")
+    check_rank(y, 1, "y", "with shape (n,)")
+    if X.shape[0] != y.shape[0]:
+        raise ValueError(f"X and y must have the same number of rows, got {X.shape[0]} and {y.shape[0]}")
+    return X, y
+
+
 def mask_array(mask, shape: tuple[int, ...], name: str = "mask") -> jax.Array:
     """Validates a boolean validity mask of ``shape``; ``None`` means all valid."""
     if mask is None:

@@ -114,12 +114,7 @@ def fit_regret_bound(
         >>> int(fb.num_top), bool(fb.bound.ok), bool(fb.bound.bound > 0)
         (15, True, True)
     """
-    X = _checks.float_array(X, "X")
-    y = _checks.float_array(y, "y")
-    _checks.check_rank(X, 2, "X", "with shape (n, d)")
-    _checks.check_rank(y, 1, "y", "with shape (n,)")
-    if X.shape[0] != y.shape[0]:
-        raise ValueError(f"X and y must have the same number of rows, got {X.shape[0]} and {y.shape[0]}")
+    X, y = _checks.data_arrays(X, y)
     n, d = X.shape
     dt = _checks.common_float_dtype(X, y)
     X, y = X.astype(dt), y.astype(dt)
