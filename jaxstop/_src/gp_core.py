@@ -4,7 +4,10 @@
 ``eps ~ N(0, noise)``, written for one study with a fixed capacity of ``n`` rows and a
 boolean ``mask`` marking the real ones (padded rows have exactly no effect; ``vmap``
 gives many studies). This is the one place of the Matern-5/2 kernel (:func:`matern52`,
-:func:`correlation_parts`) and of the masked factorisation. Nothing here validates
+:func:`correlation_parts`); the kernel-agnostic pieces (masked Gram conditioning, the
+jittered factor, predictive moments from a factor) are those of
+:mod:`jaxstop._src.gp_likelihood`, which the learning-curve GP of :mod:`jaxstop.bos`
+shares. Nothing here validates
 its arguments: :mod:`jaxstop.gp` is the public, validating layer over this file and
 :mod:`jaxstop._src.gp_fit` (likelihood, priors and the ML-II fit).
 """
@@ -18,7 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxstop._src import linalg
+from jaxstop._src import gp_likelihood, linalg
 
 __all__ = [
     "GPParams",
@@ -29,7 +32,6 @@ __all__ = [
     "correlation_parts",
     "gram",
     "base_jitter",
-    "factor",
     "posterior",
     "posterior_from_scaled_factor",
     "predict",
@@ -39,9 +41,6 @@ __all__ = [
     "default_init",
     "check_params",
 ]
-
-MAX_JITTER_TRIES = 6
-
 
 class GPParams(NamedTuple):
     """GP hyperparameters, stored in log space so they are unconstrained.
@@ -141,9 +140,8 @@ def correlation_parts(log_lengthscales, X, both):
 def gram(p: GPParams, X, mask):
     """Masked noise-free Gram matrix (zero on padded rows / columns) and the full
     ``K + (noise + jitter) I`` with ones on the padded diagonal."""
-    Kf = jnp.where(mask[:, None] & mask[None, :], matern52(p, X, X), 0)
-    diag = jnp.where(mask, jnp.exp(p.log_noise) + base_jitter(p, X.dtype), 1)
-    return Kf, Kf + jnp.diag(diag)
+    Kf = jnp.where(gp_likelihood.real_block(mask), matern52(p, X, X), 0)
+    return Kf, gp_likelihood.conditioned(Kf, mask, jnp.exp(p.log_noise) + base_jitter(p, X.dtype))
 
 
 def base_jitter(p: GPParams, dtype):
@@ -151,31 +149,12 @@ def base_jitter(p: GPParams, dtype):
     return 10 * jnp.finfo(dtype).eps * jnp.exp(p.log_amplitude)
 
 
-def factor(K, mask, jitter0):
-    """Cholesky factor of ``K`` with an extra diagonal jitter on the real rows, ``jitter0`` times
-    100 per try after a first try without, until finite: ``(L, extra, ok)``."""
-    ok0 = jnp.asarray(False)
-    L0 = jnp.zeros_like(K)
-
-    def cond(c):
-        return (~c[2]) & (c[3] <= MAX_JITTER_TRIES)
-
-    def body(c):
-        extra = jnp.where(c[3] == 0, 0, jitter0 * jnp.asarray(100.0, K.dtype) ** c[3].astype(K.dtype))
-        L = linalg.cholesky(K + jnp.diag(jnp.where(mask, extra, 0)))
-        return L, extra, jnp.all(jnp.isfinite(L)), c[3] + 1
-
-    L, extra, ok, _ = jax.lax.while_loop(cond, body, (L0, jnp.zeros((), K.dtype), ok0, jnp.asarray(0, jnp.int32)))
-    return L, extra, ok
-
-
 def posterior(p: GPParams, X, y, mask) -> Posterior:
     """Conditions the GP on the real rows of ``(X, y)`` (see :func:`jaxstop.gp.posterior`)."""
     _, K = gram(p, X, mask)
-    L, extra, ok = factor(K, mask, base_jitter(p, X.dtype))
+    L, extra, ok = gp_likelihood.factor(K, mask, base_jitter(p, X.dtype))
     Linv = linalg.tri_inv(L)
-    r = jnp.where(mask, y - p.mean, 0)
-    alpha = jnp.where(mask, Linv.T @ (Linv @ r), 0)
+    alpha = gp_likelihood.solve_from_inverse(Linv, jnp.where(mask, y - p.mean, 0), mask)
     return Posterior(p, X, mask, L, Linv, alpha, base_jitter(p, X.dtype) + extra, ok)
 
 
@@ -188,8 +167,7 @@ def posterior_from_scaled_factor(p: GPParams, X, y, mask, factor) -> Posterior:
     real = mask[:, None]
     L = jnp.where(real, root * L_s, L_s)
     Linv = jnp.where(real, Linv_s / root, Linv_s)
-    r = jnp.where(mask, y - p.mean, 0)
-    alpha = jnp.where(mask, Linv.T @ (Linv @ r), 0)
+    alpha = gp_likelihood.solve_from_inverse(Linv, jnp.where(mask, y - p.mean, 0), mask)
     ok = jnp.all(jnp.isfinite(L)) & jnp.all(jnp.isfinite(Linv))
     return Posterior(p, X, mask, L, Linv, alpha, base_jitter(p, X.dtype), ok)
 
@@ -198,10 +176,9 @@ def predict(post: Posterior, Xq):
     """Latent mean and variance (clipped at 0) at the rows of ``Xq`` (see :func:`jaxstop.gp.predict`)."""
     p = post.params
     Kq = jnp.where(post.mask[None, :], matern52(p, Xq, post.X), 0)
-    mean = p.mean + Kq @ post.alpha
-    # |L^-1 k*|^2 for every query row, skipping the zero triangle of L^-1
-    var = jnp.exp(p.log_amplitude) - linalg.row_sq_norms_lower(Kq, post.chol_inv)
-    return mean, jnp.maximum(var, 0)
+    # mean from alpha = K^-1 (y - mean); variance amplitude - |L^-1 k*|^2 per query row
+    return gp_likelihood.posterior_from_factor(post.chol_inv, Kq.T, jnp.exp(p.log_amplitude), p.mean,
+                                               alpha=post.alpha, full_cov=False)
 
 
 def predict_train(post: Posterior, y):

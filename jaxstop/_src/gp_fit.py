@@ -5,7 +5,11 @@ autodiff through the Cholesky), the same profiled over the amplitude and the con
 mean (:func:`lml_profiled_scale`), the weak priors (:func:`log_prior`), the raw
 (unconstrained, clipped) parametrisation, and the fits: :func:`fit_profiled` (dense
 BFGS, one objective evaluation per step) and :func:`fit_restarts` (several starts, the
-best wins; optionally an optax optimiser). Nothing here validates its arguments:
+best wins; optionally an optax optimiser). The kernel-agnostic pieces (masked solve,
+likelihood, the trace-and-quadratic gradient ``0.5 tr(W dK)``) come from
+:mod:`jaxstop._src.gp_likelihood` and the multistart loop from :mod:`jaxstop._src.optim`,
+shared with the learning-curve GP of :mod:`jaxstop.bos`; what is here is the Matérn-5/2
+part (its Gram derivatives) and the fits. Nothing here validates its arguments:
 :mod:`jaxstop.gp` is the public layer.
 """
 
@@ -17,10 +21,9 @@ from typing import NamedTuple
 import jax
 import jax.flatten_util
 import jax.numpy as jnp
-import numpy as np
 import optax
 
-from jaxstop._src import gp_core, linalg
+from jaxstop._src import gp_core, gp_likelihood, optim
 from jaxstop._src.gp_core import GPParams
 
 __all__ = [
@@ -41,7 +44,7 @@ __all__ = [
     "fit_restarts",
 ]
 
-LOG_2PI = float(np.log(2.0 * np.pi))
+LOG_2PI = gp_likelihood.LOG_2PI
 LOG_BOX = 12.0  # |log amplitude|, |log lengthscale|, |log noise| stay within e^12
 
 
@@ -56,6 +59,8 @@ class FitInfo(NamedTuple):
         steps: Objective evaluations the winning start used, shape () int32: at most
             :func:`jaxstop.gp.fit`'s ``steps``, fewer once converged (``tol`` of :func:`jaxstop.gp.fit`,
             ``fit_tol`` of :func:`jaxstop.regret.fit_regret_bound`).
+        ok: Whether the fit is usable, shape () bool: the same as ``finite`` (the status
+            field every fallible result has; ``finite`` is kept as its old name).
     """
 
     objective: jax.Array
@@ -63,40 +68,21 @@ class FitInfo(NamedTuple):
     restart: jax.Array
     num_valid: jax.Array
     steps: jax.Array
-
-
-def _masked_solve(S, y, mask, mean, profile_mean: bool):
-    """``S^-1``, the mean, ``r = y - mean``, ``S^-1 r``, ``log|S|^(1/2)``, ``n`` and the factor
-    ``(L, L^-1)`` over the real rows of a masked SPD matrix. With ``profile_mean`` the mean is not ``mean`` but its
-    maximiser, the generalised-least-squares estimate ``1' S^-1 y / 1' S^-1 1``
-    (Rasmussen & Williams, Eq. 2.42 with a flat prior on the mean); with no real rows it
-    stays ``mean``."""
-    dt = S.dtype
-    L = linalg.cholesky(S)
-    Linv, Sinv = linalg.inv_from_cholesky(L)
-    if profile_mean:
-        ones = mask.astype(dt)
-        s1 = Sinv @ ones
-        den = jnp.dot(s1, ones)
-        mean = jnp.where(den > 0, jnp.dot(s1, jnp.where(mask, y, 0)) / jnp.where(den > 0, den, 1), mean)
-    r = jnp.where(mask, y - mean, 0)
-    v = jnp.where(mask, Sinv @ r, 0)
-    logdet = jnp.sum(jnp.where(mask, jnp.log(jnp.diagonal(L)), 0))
-    return Sinv, mean, r, v, logdet, jnp.sum(mask).astype(dt), (L, Linv)
+    ok: jax.Array
 
 
 def lml_parts(p: GPParams, X, y, mask):
     """Log marginal likelihood and the pieces its gradient needs (one factorisation)."""
     dt = X.dtype
-    both = mask[:, None] & mask[None, :]
+    both = gp_likelihood.real_block(mask)
     # The Matern-5/2 Gram matrix and dK/dr^2 = -(5/6) amp H, H = (1 + sqrt5 r) exp(-sqrt5 r),
     # from one distance matrix and one exp.
     C, H = gp_core.correlation_parts(p.log_lengthscales, X, both)
     Kf = jnp.exp(p.log_amplitude) * C
-    diag = jnp.where(mask, jnp.exp(p.log_noise) + gp_core.base_jitter(p, dt), 1)
-    Kinv, _, r, alpha, logdet, n, _ = _masked_solve(Kf + jnp.diag(diag), y, mask, p.mean, False)
-    value = -0.5 * jnp.dot(r, alpha) - logdet - 0.5 * n * LOG_2PI
-    W = jnp.where(both, alpha[:, None] * alpha[None, :] - Kinv, 0)
+    K = gp_likelihood.conditioned(Kf, mask, jnp.exp(p.log_noise) + gp_core.base_jitter(p, dt))
+    Kinv, _, r, alpha, logdet, n, _ = gp_likelihood.masked_solve(K, y, mask, p.mean)
+    value = gp_likelihood.log_marginal(r, alpha, logdet, n)
+    W = gp_likelihood.lml_weights(alpha, Kinv, mask)
     return value, (Kf, H, W, alpha)
 
 
@@ -113,12 +99,13 @@ def lml_fwd(p, X, y, mask):
 
 
 def lml_bwd(res, g):
-    # d lml / d theta = 0.5 tr(W dK/dtheta), W = alpha alpha^T - K^-1 (real block).
+    # d lml / d theta = 0.5 tr(W dK/dtheta), W = alpha alpha^T - K^-1 (real block):
+    # dK/d log amplitude = Kf, dK/d log noise = noise I, d lml / d mean = sum(alpha).
     p, X, Kf, H, W, alpha = res
     amp = jnp.exp(p.log_amplitude)
     inv_ls2 = jnp.exp(-2 * p.log_lengthscales)
-    d_amp = 0.5 * jnp.sum(W * Kf)
-    d_noise = 0.5 * jnp.exp(p.log_noise) * jnp.trace(W)
+    d_amp = gp_likelihood.lml_grad(W, Kf)
+    d_noise = gp_likelihood.lml_grad_diag(W, jnp.exp(p.log_noise))
     d_mean = jnp.sum(alpha)
     # Matern-5/2: dK/dr^2 = -(5/6) amp H (H from the forward pass, zero off the real block).
     M = W * H  # symmetric
@@ -158,11 +145,12 @@ def scale_parts(p: GPParams, X, y, mask, fit_mean: bool, use_prior: bool):
     the base jitter at unit amplitude) and its inverse (:func:`gp_core.posterior_from_scaled_factor`).
     """
     dt = X.dtype
-    both = mask[:, None] & mask[None, :]
+    both = gp_likelihood.real_block(mask)
     Cf, H = gp_core.correlation_parts(p.log_lengthscales, X, both)
     ratio = jnp.exp(p.log_noise)
-    diag = jnp.where(mask, ratio + gp_core.base_jitter(p._replace(log_amplitude=jnp.zeros_like(ratio)), dt), 1)
-    Cinv, mean, r, beta, logdet, n, factor = _masked_solve(Cf + jnp.diag(diag), y, mask, p.mean, fit_mean)
+    jitter = gp_core.base_jitter(p._replace(log_amplitude=jnp.zeros_like(ratio)), dt)
+    S = gp_likelihood.conditioned(Cf, mask, ratio + jitter)
+    Cinv, mean, r, beta, logdet, n, factor = gp_likelihood.masked_solve(S, y, mask, p.mean, fit_mean)
     q = jnp.dot(r, beta)
     if use_prior:
         c = 1 + 30 * ratio
@@ -397,7 +385,7 @@ def fit_profiled(X, z, mask, init: GPParams, min_noise, *, steps: int, fit_mean:
     _, (p, factor), f, _, H, _, _, used = jax.lax.while_loop(go_on, step, carry0)
     finite = jnp.isfinite(f) & (f < 1e10) & jnp.all(
         jnp.stack([jnp.all(jnp.isfinite(a)) for a in jax.tree_util.tree_leaves(p)]))
-    info = FitInfo(f, finite, jnp.zeros((), jnp.int32), jnp.sum(mask).astype(jnp.int32), used)
+    info = FitInfo(f, finite, jnp.zeros((), jnp.int32), jnp.sum(mask).astype(jnp.int32), used, finite)
     post = gp_core.posterior_from_scaled_factor(p, X, z, mask, factor)
     return p, info, post._replace(ok=post.ok & finite), H
 
@@ -445,18 +433,9 @@ def fit_restarts(key, X, y, mask, init, min_noise, tol, *, steps, num_restarts, 
             p = p._replace(mean=start.mean)
         return p, value, jnp.asarray(steps, jnp.int32)
 
-    ps, values, used = jax.vmap(run_one)(starts)
-    leaves_finite = jnp.all(
-        jnp.stack([jnp.all(jnp.isfinite(a), axis=tuple(range(1, a.ndim))) for a in jax.tree_util.tree_leaves(ps)]),
-        axis=0,
-    )
-    good = leaves_finite & jnp.isfinite(values) & (values < 1e10)
-    best = jnp.argmin(jnp.where(good, values, jnp.inf))
-    # If no start gives a usable fit, return the first start (finite by construction), marked not finite.
-    any_good = jnp.any(good)
-    p = jax.tree_util.tree_map(lambda a, s: jnp.where(any_good, a[best], s[0]), ps, starts)
-    best = jnp.where(any_good, best, 0)
-    value = values[best]
+    # If no start gives a usable fit (objective below the 1e10 of a failed one), the first
+    # start comes back (finite by construction), marked not finite.
+    p, value, used, best, any_good = optim.multistart(run_one, starts, max_value=1e10, fallback=starts)
     finite = any_good & jnp.isfinite(value) & (value < 1e10)
-    info = FitInfo(value, finite, best.astype(jnp.int32), jnp.sum(mask).astype(jnp.int32), used[best])
+    info = FitInfo(value, finite, best.astype(jnp.int32), jnp.sum(mask).astype(jnp.int32), used, finite)
     return p, info

@@ -43,7 +43,10 @@ loops of the released code, up to the order of floating-point additions.
 :func:`solve` draws, bins and counts the paths in chunks, so memory does not grow
 with ``num_paths``.
 
-Files: ``_curve_gp.py`` (kernel, fit, posterior), ``_simulate.py`` (forward
+Files: ``_curve_gp.py`` (kernel, fit, posterior; the kernel-agnostic GP math --
+masked conditioning, likelihood and gradient, posterior moments, the multistart and
+projected-Adam loops -- is that of ``jaxstop._src.gp_likelihood`` and
+``jaxstop._src.optim``, shared with :mod:`jaxstop.gp`), ``_simulate.py`` (forward
 simulation), ``_induction.py`` (binning, transition counts, backward induction,
 the decision table and its lookup), ``_solve.py`` (the fused solve of one or many
 trials), ``_schedules.py`` (``K_{1,t}`` and ``xi_t``; the formulas are shared with

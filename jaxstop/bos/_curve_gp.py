@@ -14,7 +14,7 @@ import tinygp
 from jax import lax
 from jax.typing import ArrayLike
 
-from jaxstop._src import linalg
+from jaxstop._src import gp_likelihood, linalg, optim
 from jaxstop.bos._validate import check_horizon, check_prefix
 
 _HIGHEST = lax.Precision.HIGHEST
@@ -66,7 +66,10 @@ class CurveGP(NamedTuple):
         beta: Kernel rate ``beta``, scalar.
         mean: Constant prior mean (the curve's asymptote); 0 for the zero-mean model.
         noise_var: Observation noise variance (fixed, not fitted), scalar.
-        nll: Negative log marginal likelihood at the fitted parameters, scalar.
+        nll: Negative log marginal likelihood at the fitted parameters, scalar
+            (the dtype's largest value when no start gave a finite likelihood).
+
+    The status of the fit is the boolean property :attr:`ok`.
     """
 
     alpha: jax.Array
@@ -74,6 +77,21 @@ class CurveGP(NamedTuple):
     mean: jax.Array
     noise_var: jax.Array
     nll: jax.Array
+
+    @property
+    def ok(self) -> jax.Array:
+        """Whether the fit is usable, bool: a finite likelihood was found (``nll`` finite
+        and below the dtype's largest value) and the parameters are finite.
+
+        Example:
+            >>> import jax.numpy as jnp
+            >>> bool(fit_curve_gp(jnp.array([0.6, 0.5, 0.45, 0.42])).ok)
+            True
+        """
+        nll = jnp.asarray(self.nll)
+        params = jnp.stack([jnp.asarray(a, nll.dtype) for a in (self.alpha, self.beta, self.mean)], axis=-1)
+        fitted = jnp.isfinite(nll) & (nll < jnp.finfo(nll.dtype).max)
+        return fitted & jnp.all(jnp.isfinite(params), axis=-1)
 
 
 def _epochs(start: int, stop: int, dtype) -> jax.Array:
@@ -85,39 +103,36 @@ def _unpack(u: jax.Array):
     return jnp.exp(log_alpha), jnp.exp(log_alpha - log_rate)
 
 
-def _whiten(alpha, beta, noise_var, x):
-    """``L^-1`` for the Cholesky factor ``L`` of ``k(x, x) + noise_var I`` (vmap-safe on CPU)."""
-    K = ExpDecayKernel(alpha, beta)(x, x) + noise_var * jnp.eye(x.shape[0], dtype=x.dtype)
-    L = linalg.cholesky(K)
-    return L, linalg.tri_inv(L)
+def _conditioned(kernel: ExpDecayKernel, x, noise_var):
+    """``(k(x, x), k(x, x) + noise_var I)``: every row is real, no mask."""
+    K0 = kernel(x, x)
+    return K0, gp_likelihood.conditioned(K0, None, noise_var)
 
 
 def _nll_and_grad(u, x, y, noise_var, constant_mean: bool):
     """Negative log marginal likelihood and its gradient in ``u``.
 
-    ``u = (log(alpha / beta), log(alpha)[, mean])``. Value: Rasmussen & Williams,
-    Eq. 2.30; gradient: their Eq. 5.9, ``0.5 tr((K^-1 - a a^T) dK/du)`` with
-    ``a = K^-1 (y - mean)``, and ``-sum(a)`` for the mean. One Cholesky factor
-    and one triangular inverse per evaluation, both vmap-safe on CPU.
+    ``u = (log(alpha / beta), log(alpha)[, mean])``. The kernel-agnostic pieces are those
+    of :mod:`jaxstop._src.gp_likelihood`, which :mod:`jaxstop.gp` shares: the log
+    likelihood (Rasmussen & Williams, Eq. 2.30) and its gradient (Eq. 5.9,
+    ``0.5 tr((a a^T - K^-1) dK/du)`` with ``a = K^-1 (y - mean)``, and ``sum(a)`` for the
+    mean), both negated here; this kernel brings its log-derivatives
+    ``dK/du = K * dlogK/du``. One
+    Cholesky factor and one triangular inverse per evaluation (no jitter: a failed
+    factor gives a non-finite value, a skipped step), both vmap-safe on CPU.
     """
-    hi = _HIGHEST
     alpha, beta = _unpack(u)
     mean = u[2] if constant_mean else jnp.zeros((), y.dtype)
-    n = y.shape[0]
-    K0 = ExpDecayKernel(alpha, beta)(x, x)
-    L = linalg.cholesky(K0 + noise_var * jnp.eye(n, dtype=y.dtype))
-    _, Kinv = linalg.inv_from_cholesky(L)
-    resid = y - mean
-    a = jnp.matmul(Kinv, resid, precision=hi)
-    value = 0.5 * jnp.dot(resid, a, precision=hi) + jnp.sum(jnp.log(jnp.diagonal(L)))
-    value = value + 0.5 * n * math.log(2 * math.pi)
-    W = (Kinv - jnp.outer(a, a)) * K0
+    K0, K = _conditioned(ExpDecayKernel(alpha, beta), x, noise_var)
+    Kinv, _, r, a, logdet, n, _ = gp_likelihood.masked_solve(K, y, None, mean, precision=_HIGHEST)
+    value = -gp_likelihood.log_marginal(r, a, logdet, n, precision=_HIGHEST)
+    W = gp_likelihood.lml_weights(a, Kinv, None)
     s = x[:, None] + x[None, :]
     q = s / (s + beta)  # -d log1p(s / beta) / d log(beta)
     log1p = jnp.log1p(s / beta)
-    g_rate = 0.5 * jnp.sum(W * (-alpha * q))  # beta = alpha / rate
-    g_alpha = 0.5 * jnp.sum(W * (alpha * (q - log1p)))
-    grads = [g_rate, g_alpha] + ([-jnp.sum(a)] if constant_mean else [])
+    # d log k / d log rate (beta = alpha / rate) and d log k / d log alpha at fixed rate
+    g_rate, g_alpha = gp_likelihood.lml_grad_log(W, K0, [-alpha * q, alpha * (q - log1p)])
+    grads = [-g_rate, -g_alpha] + ([-jnp.sum(a)] if constant_mean else [])
     return value, jnp.stack(grads)
 
 
@@ -134,30 +149,13 @@ def fit_impl(prefix, noise_var, learning_rate, *, constant_mean: bool, num_steps
         hi = jnp.concatenate([hi, jnp.ones((1,), dtype)])
     value_and_grad = partial(_nll_and_grad, x=x, y=prefix, noise_var=noise_var, constant_mean=constant_mean)
     opt = optax.adam(learning_rate)
-    big = jnp.asarray(jnp.finfo(dtype).max, dtype)
 
     def run(u0):
-        def step(carry, _):
-            u, state, best_u, best_v = carry
-            v, g = value_and_grad(u)
-            ok = jnp.isfinite(v) & jnp.all(jnp.isfinite(g))
-            better = ok & (v < best_v)
-            best_u = jnp.where(better, u, best_u)
-            best_v = jnp.where(better, v, best_v)
-            updates, new_state = opt.update(jnp.where(ok, g, 0), state, u)
-            new_u = jnp.clip(optax.apply_updates(u, updates), lo, hi)
-            u = jnp.where(ok, new_u, u)
-            return (u, new_state, best_u, best_v), None
+        u, v = optim.projected_first_order(value_and_grad, opt, u0, lo, hi, num_steps=num_steps)
+        return u, v, None
 
-        init = (u0, opt.init(u0), u0, big)
-        (u, _, best_u, best_v), _ = lax.scan(step, init, None, length=num_steps)
-        v, _ = value_and_grad(u)
-        last_better = jnp.isfinite(v) & (v < best_v)
-        return jnp.where(last_better, u, best_u), jnp.where(last_better, v, best_v)
-
-    us, vs = jax.vmap(run)(starts)
-    i = jnp.argmin(vs)
-    u, v = us[i], vs[i]
+    # Every start is usable (inside the box; value the dtype's max when never finite).
+    u, v, _, _, _ = optim.multistart(run, starts)
     alpha, beta = _unpack(u)
     mean = u[2] if constant_mean else jnp.zeros((), dtype)
     return CurveGP(alpha, beta, mean, jnp.asarray(noise_var, dtype), v)
@@ -239,13 +237,12 @@ def posterior(gp: CurveGP, prefix: jax.Array, horizon: int):
     xs = _epochs(n0 + 1, horizon, dtype)
     alpha, beta = jnp.asarray(gp.alpha, dtype), jnp.asarray(gp.beta, dtype)
     kernel = ExpDecayKernel(alpha, beta)
-    _, Linv = _whiten(alpha, beta, jnp.asarray(gp.noise_var, dtype), x)
-    A = jnp.matmul(Linv, kernel(x, xs), precision=_HIGHEST)
-    Kss = kernel(xs, xs)
-    r = jnp.matmul(Linv, prefix - gp.mean, precision=_HIGHEST)
-    mean = gp.mean + jnp.matmul(A.T, r, precision=_HIGHEST)
-    cov = Kss - jnp.matmul(A.T, A, precision=_HIGHEST)
-    return mean, 0.5 * (cov + cov.T)
+    _, K = _conditioned(kernel, x, jnp.asarray(gp.noise_var, dtype))
+    L, _, _ = gp_likelihood.factor(K, None, 0.0, max_tries=0)  # no jitter (the noise suffices)
+    return gp_likelihood.posterior_from_factor(
+        linalg.tri_inv(L), kernel(x, xs), kernel(xs, xs), gp.mean,
+        resid=prefix - gp.mean, full_cov=True, precision=_HIGHEST,
+    )
 
 
 _posterior_jit = jax.jit(posterior, static_argnames=("horizon",))

@@ -15,6 +15,7 @@ import jax.numpy as jnp
 from jax import lax
 from jax.typing import ArrayLike
 
+from jaxstop._src import checks
 from jaxstop.bos._simulate import inside
 from jaxstop.bos._validate import check_config, check_costs
 
@@ -52,6 +53,9 @@ class DecisionTable(NamedTuple):
             forced continue).
         dropped_variance: Share of the posterior variance not represented by the
             simulated paths (``rank`` truncation; 0 for paths given directly).
+
+    The status of the table is the boolean property :attr:`ok` (derived from these
+    fields, so the structure of the pytree does not change).
     """
 
     actions: jax.Array
@@ -62,6 +66,25 @@ class DecisionTable(NamedTuple):
     first_epoch: jax.Array
     num_valid: jax.Array
     dropped_variance: jax.Array
+
+    @property
+    def ok(self) -> jax.Array:
+        """Whether the table is usable, bool (shape of ``num_valid``: per trial for
+        :func:`solve_batch`): at least one valid path (``num_valid > 0``; otherwise
+        every entry is a forced continue, e.g. after a failed curve fit), no NaN loss
+        (losses may be ``+inf``: empty bins, ``k1 = inf``), finite ``prob`` and
+        ``dropped_variance``.
+
+        Example:
+            >>> import jax, jax.numpy as jnp
+            >>> values = 0.3 + 0.05 * jax.random.uniform(jax.random.key(0), (200, 4))
+            >>> table = backward_induction(values, jnp.ones(200, bool), 0.32, 100.0, 99.0, 1.0)
+            >>> bool(table.ok), bool(table._replace(num_valid=jnp.int32(0)).ok)
+            (True, False)
+        """
+        no_nan = ~jnp.any(jnp.isnan(self.losses), axis=(-3, -2, -1))
+        prob_finite = jnp.all(jnp.isfinite(self.prob), axis=(-2, -1))
+        return (self.num_valid > 0) & no_nan & prob_finite & jnp.isfinite(self.dropped_variance)
 
 
 def edges(num_bins: int, dtype) -> jax.Array:
@@ -87,12 +110,12 @@ def bin_index(v: jax.Array, num_bins: int) -> jax.Array:
     return jnp.clip(c, 0, num_bins - 1)
 
 
-def transition_counts(values_tm, valid, threshold, *, num_bins: int, compat: bool):
+def transition_counts(values_tm, mask, threshold, *, num_bins: int, compat: bool):
     """Transition counts of all steps from time-major paths.
 
     Args:
         values_tm: Paths, shape (T, P) (time-major).
-        valid: Path mask, shape (P,); paths outside (0, 1) are dropped here too.
+        mask: Which paths are real, shape (P,); paths outside (0, 1) are dropped here too.
         threshold: Best error (compat) or best error + xi (corrected).
 
     Returns:
@@ -110,7 +133,7 @@ def transition_counts(values_tm, valid, threshold, *, num_bins: int, compat: boo
     T = values_tm.shape[0]
     B = num_bins
     dtype = values_tm.dtype
-    valid = valid & inside(values_tm, axis=0)
+    valid = mask & inside(values_tm, axis=0)
     final = values_tm[-1]
     event = (final > threshold) if compat else (final < threshold)
     base = jnp.where(valid, event.astype(jnp.int32) * B, -1)
@@ -232,10 +255,10 @@ def decision_table(trans, per_step, k1, k2, cost, min_count, n0, dropped, *, com
 
 
 @partial(jax.jit, static_argnames=("num_bins", "compat"))
-def _backward_induction(values, valid, best_error, k1, k2, cost, xi_, min_count, n0, *, num_bins, compat):
+def _backward_induction(values, mask, best_error, k1, k2, cost, xi_, min_count, n0, *, num_bins, compat):
     dtype = values.dtype
     threshold = best_error if compat else best_error + xi_
-    trans, per_step = transition_counts(values.T, valid, threshold, num_bins=num_bins, compat=compat)
+    trans, per_step = transition_counts(values.T, mask, threshold, num_bins=num_bins, compat=compat)
     return decision_table(
         trans,
         per_step,
@@ -253,17 +276,18 @@ def _backward_induction(values, valid, best_error, k1, k2, cost, xi_, min_count,
 
 def backward_induction(
     values: ArrayLike,
-    valid: ArrayLike,
-    best_error: ArrayLike,
-    k1: ArrayLike,
-    k2: ArrayLike,
-    cost: ArrayLike,
+    mask: ArrayLike | None = None,
+    best_error: ArrayLike | None = None,
+    k1: ArrayLike | None = None,
+    k2: ArrayLike | None = None,
+    cost: ArrayLike | None = None,
     *,
     num_bins: int = 99,
     mode: str = "corrected",
     min_count: float = 30,
     xi: ArrayLike = 0.0,
     n0: ArrayLike = 0,
+    valid: ArrayLike | None = checks.UNSET,
 ) -> DecisionTable:
     """Approximate backward induction for the BOS problem (Dai et al., 2019).
 
@@ -273,7 +297,7 @@ def backward_induction(
     epochs ``N0+1..N0+k``; it is discretised into ``num_bins`` right-closed bins
     of equal width over [0, 1] (edges ``np.linspace(0, 1, num_bins + 1)``; the
     bin of ``v`` is the largest ``i`` with ``v > edges[i]``). A path counts when
-    ``valid`` is set and it stays strictly inside (0, 1); other paths have no
+    ``mask`` is set and it stays strictly inside (0, 1); other paths have no
     effect at all.
 
     ``mode="compat"`` reproduces the released code of the authors
@@ -332,7 +356,9 @@ def backward_induction(
 
     Args:
         values: Simulated errors of epochs ``N0+1..N``, shape (num_paths, T).
-        valid: Path mask, shape (num_paths,), bool.
+        mask: Which paths are real, shape (num_paths,), bool (e.g. ``Paths.valid``
+            of :func:`simulate`); required (the ``None`` default only lets the
+            deprecated ``valid=`` keyword stand in for it).
         best_error: Incumbent (best) final validation error, scalar in [0, 1]
             (1 for the paper's ``y*_0 = 0``).
         k1: Cost of a wrong d1 (false early stop), ``K_{1,t}`` (see
@@ -344,34 +370,47 @@ def backward_induction(
         min_count: Sparsity cut (see above).
         xi: ``xi_t`` of Theorem 1 (see :func:`xi`); corrected mode only.
         n0: Number of observed epochs ``N0`` before the first simulated one.
+        valid: Deprecated name of ``mask`` (a :class:`DeprecationWarning`; removed in
+            the next release). Positional calls are unchanged.
 
     Returns:
-        :class:`DecisionTable` with ``T`` rows, in the dtype of ``values``.
+        :class:`DecisionTable` with ``T`` rows, in the dtype of ``values``;
+        ``table.ok`` says whether it is usable.
 
     Example:
         >>> import jax, jax.numpy as jnp
         >>> values = 0.3 + 0.05 * jax.random.uniform(jax.random.key(0), (500, 5))
-        >>> valid = jnp.ones(500, bool)
-        >>> table = backward_induction(values, valid, 0.32, 100.0, 99.0, 1.0, n0=8)
+        >>> mask = jnp.ones(500, bool)
+        >>> table = backward_induction(values, mask, 0.32, 100.0, 99.0, 1.0, n0=8)
         >>> table.actions.shape, int(table.first_epoch), int(table.num_valid)
         ((5, 99), 9, 500)
     """
+    if valid is not checks.UNSET:
+        if mask is not None:
+            raise TypeError("backward_induction() got both mask and its deprecated name valid; pass mask only")
+        checks.deprecated("backward_induction(valid=...) is deprecated and will be removed in the next release; "
+                          "pass mask=...")
+        mask = valid
+    missing = [n for n, v in (("mask", mask), ("best_error", best_error), ("k1", k1), ("k2", k2), ("cost", cost))
+               if v is None]
+    if missing:
+        raise TypeError(f"backward_induction() missing required argument(s): {missing}")
     values = jnp.asarray(values)
     if values.ndim != 2:
         raise ValueError(f"values must have shape (num_paths, T), got shape {values.shape}")
     if not jnp.issubdtype(values.dtype, jnp.floating):
         raise TypeError(f"values must be floating point, got dtype {values.dtype}")
-    valid = jnp.asarray(valid)
-    if valid.shape != values.shape[:1]:
-        raise ValueError(f"valid must have shape (num_paths,) = {values.shape[:1]}, got {valid.shape}")
-    if valid.dtype != jnp.bool_:
-        raise TypeError(f"valid must be boolean, got dtype {valid.dtype}")
+    mask = jnp.asarray(mask)
+    if mask.shape != values.shape[:1]:
+        raise ValueError(f"mask must have shape (num_paths,) = {values.shape[:1]}, got {mask.shape}")
+    if mask.dtype != jnp.bool_:
+        raise TypeError(f"mask must be boolean, got dtype {mask.dtype}")
     compat = check_config(mode, num_bins, min_count)
     dtype = values.dtype
     best_error, k1, k2, cost, xi_ = check_costs(best_error, k1, k2, cost, xi, dtype, compat)
     return _backward_induction(
         values,
-        valid,
+        mask,
         best_error,
         k1,
         k2,

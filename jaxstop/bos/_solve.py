@@ -58,8 +58,8 @@ def _solve_from_gp_impl(
 
     def chunk(c, key_c):
         values = draw(key_c, F, mean, chunk_size)
-        valid = c * chunk_size + jnp.arange(chunk_size) < num_paths
-        return transition_counts(values, valid, threshold, num_bins=num_bins, compat=compat)
+        real = c * chunk_size + jnp.arange(chunk_size) < num_paths
+        return transition_counts(values, real, threshold, num_bins=num_bins, compat=compat)
 
     keys = jax.random.split(key, num_chunks)
     if num_chunks == 1:
