@@ -11,6 +11,15 @@ observations never recompiles. ``jax.vmap`` gives many studies at once.
 first when the data are not already on a unit scale (the default priors of
 :func:`fit` assume standardised ``y``).
 
+API conventions (shared with :mod:`jaxstop.regret` and :mod:`jaxstop.confidence`):
+
+* PRNG keys: a function that needs randomness takes ``key`` as its first positional
+  argument; where randomness is optional (here the random restarts of :func:`fit`)
+  ``key=`` is a keyword argument.
+* ``mask`` is the one name for "which rows are real" (padded rows have no effect).
+* A result that can fail has a boolean ``ok`` field (:class:`Posterior`,
+  :class:`FitInfo`).
+
 This module checks the arguments; the computations are those of the internal layer
 (:mod:`jaxstop._src.gp_core`: kernel, posterior, prediction; :mod:`jaxstop._src.gp_fit`:
 likelihood, priors, the ML-II fit), which :mod:`jaxstop.regret` and the policies share.
@@ -28,6 +37,8 @@ Example:
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import jax
 import jax.numpy as jnp
 import optax
@@ -44,6 +55,7 @@ __all__ = [
     "GPParams",
     "Posterior",
     "FitInfo",
+    "GPFit",
     "params",
     "kernel",
     "standardize",
@@ -53,6 +65,18 @@ __all__ = [
     "log_prior",
     "fit",
 ]
+
+
+class GPFit(NamedTuple):
+    """What :func:`fit` returns; unpacks as ``params, info = gp.fit(...)``.
+
+    Attributes:
+        params: The fitted :class:`GPParams`.
+        info: The :class:`FitInfo` of the fit (``info.ok``: usable).
+    """
+
+    params: GPParams
+    info: FitInfo
 
 
 def params(
@@ -245,7 +269,7 @@ def fit(
     min_noise: float = 1e-6,
     tol: float = 1e-4,
     optimizer: optax.GradientTransformation | None = None,
-) -> tuple[GPParams, FitInfo]:
+) -> GPFit:
     """Maximises the log marginal likelihood plus the weak log-prior (ML-II / MAP).
 
     At most ``steps`` objective evaluations run inside ``jit`` from each start; the
@@ -273,7 +297,7 @@ def fit(
             ones (log-uniform lengthscales in [0.05, 2], amplitude in [0.3, 3],
             noise in [1e-4, 0.3]; the default optimiser starts from their lengthscales
             and noise-to-amplitude ratio); needs ``key`` when > 1.
-        key: PRNG key for the random starts.
+        key: PRNG key for the random starts (a keyword: the randomness is optional).
         fit_mean: Whether the constant mean is fitted (flat prior) or kept at ``init.mean``.
         prior: Whether to add :func:`log_prior` (recommended: keeps tiny or constant
             data finite).
@@ -287,9 +311,10 @@ def fit(
             It is a static argument: pass the same object to avoid recompiling.
 
     Returns:
-        ``(params, info)``; ``info.finite`` says whether the result is usable. When no
-        start gives a finite objective (e.g. no real rows and ``prior=False``: nothing
-        is identified) the first start comes back with ``info.finite`` False.
+        A :class:`GPFit` ``(params, info)`` (a NamedTuple: it unpacks like the plain tuple
+        that earlier releases returned); ``info.ok`` says whether the result is usable.
+        When no start gives a finite objective (e.g. no real rows and ``prior=False``:
+        nothing is identified) the first start comes back with ``info.ok`` False.
 
     Example:
         >>> import jax, jax.numpy as jnp
@@ -298,7 +323,7 @@ def fit(
         >>> y = jnp.sin(6 * X[:, 0]) + X[:, 1]
         >>> z, _, _ = gp.standardize(y)
         >>> p, info = gp.fit(X, z)
-        >>> bool(info.finite)
+        >>> bool(info.ok)
         True
     """
     X, y, mask = _check_data(X, y, mask)
@@ -312,8 +337,9 @@ def fit(
     if key is None:
         key = jax.random.key(0)
     init = _core.default_init(X.shape[1], X.dtype) if init is None else _core.check_params(init, X.shape[1], X.dtype)
-    return _fit_jit(key, X, y, mask, init, min_noise, tol, steps=steps, num_restarts=num_restarts,
-                    fit_mean=bool(fit_mean), use_prior=bool(prior), optimizer=optimizer)
+    p, info = _fit_jit(key, X, y, mask, init, min_noise, tol, steps=steps, num_restarts=num_restarts,
+                       fit_mean=bool(fit_mean), use_prior=bool(prior), optimizer=optimizer)
+    return GPFit(p, info)
 
 
 _fit_jit = jax.jit(_gp_fit.fit_restarts,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import warnings
 
 import jax
 import jax.numpy as jnp
@@ -138,3 +139,55 @@ def positive_scalar(value, name: str, allow_zero: bool = False) -> None:
             raise ValueError(f"{name} must be >= 0, got {value}")
     elif np.any(v <= 0):
         raise ValueError(f"{name} must be > 0, got {value}")
+
+
+def is_prng_key(x) -> bool:
+    """True for a PRNG key: a typed key (``jax.random.key``) or a raw ``uint32`` key of
+    shape (2,) (``jax.random.PRNGKey``); tracers included (checks dtype and shape only)."""
+    dtype = getattr(x, "dtype", None)
+    if dtype is None:
+        return False
+    if jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key):
+        return True
+    return dtype == jnp.uint32 and jnp.shape(x) == (2,)
+
+
+class _Unset:
+    """Type of :data:`UNSET`."""
+
+    def __repr__(self) -> str:
+        return "UNSET"
+
+
+UNSET = _Unset()
+"""Default of a deprecated keyword argument: tells "not passed" from any value, ``None`` included."""
+
+
+def deprecated(message: str, stacklevel: int = 3) -> None:
+    """Emits a :class:`DeprecationWarning`; ``stacklevel=3`` points at the caller of the
+    public function that calls this."""
+    warnings.warn(message, DeprecationWarning, stacklevel=stacklevel)
+
+
+def options_with(options, cls, fn: str, old_keywords: dict, stacklevel: int = 4):
+    """The ``options`` argument of ``fn`` as a ``cls`` (a NamedTuple of settings with
+    defaults; ``None`` means ``cls()``), with the deprecated keywords ``old_keywords``
+    (names of ``cls``'s fields) applied on top and a :class:`DeprecationWarning`.
+
+    Raises ``TypeError`` for an ``options`` of another type or a keyword that is not a
+    field of ``cls`` (what Python raises for an unexpected keyword argument).
+    """
+    if options is None:
+        options = cls()
+    elif not isinstance(options, cls):
+        raise TypeError(f"options must be a {cls.__name__}, got {type(options).__name__}")
+    if old_keywords:
+        unknown = sorted(set(old_keywords) - set(cls._fields))
+        if unknown:
+            raise TypeError(f"{fn}() got unexpected keyword argument(s) {unknown}")
+        names = sorted(old_keywords)
+        example = ", ".join(f"{k}=..." for k in names)
+        deprecated(f"{fn}(): passing {names} as keyword arguments is deprecated and will be removed in the next "
+                   f"release; pass options={cls.__name__}({example}) instead", stacklevel)
+        options = options._replace(**old_keywords)
+    return options

@@ -192,12 +192,12 @@ class BoundCore(NamedTuple):
     pi_max: jax.Array
 
 
-def bound_core(post, X_eval, eval_mask, cand, beta, dim_mask, best, *,
+def bound_core(post, X_eval, mask, cand, beta, dim_mask, best, *,
                refine_steps: int, refine_starts: int, chunk_size: int, train_y=None) -> BoundCore:
     """Eq. (8) on one posterior; also the maxima of EI and PI over the same points.
 
     ``train_y``: the evaluated points are the posterior's own rows (``X_eval = post.X``,
-    ``eval_mask = post.mask``) conditioned on these values; their predictions then come
+    ``mask = post.mask``) conditioned on these values; their predictions then come
     from the factor (:func:`jaxstop._src.gp_core.predict_train`), not from the kernel."""
     dt = X_eval.dtype
     inf = jnp.asarray(jnp.inf, dt)
@@ -205,7 +205,7 @@ def bound_core(post, X_eval, eval_mask, cand, beta, dim_mask, best, *,
     m = cand.shape[0]
     cand = jnp.where(dim_mask[None, :], cand, 0)
     X_all = jnp.concatenate([cand, X_eval])
-    real = jnp.concatenate([jnp.ones(m, bool), eval_mask])
+    real = jnp.concatenate([jnp.ones(m, bool), mask])
     if train_y is None:
         mu, var = gp_core.predict_chunked(post, X_all, chunk_size)
     else:
@@ -213,7 +213,7 @@ def bound_core(post, X_eval, eval_mask, cand, beta, dim_mask, best, *,
         mu_e, var_e = gp_core.predict_train(post, train_y)
         mu, var = jnp.concatenate([mu_c, mu_e]), jnp.concatenate([var_c, var_e])
     sd = jnp.sqrt(var)
-    ucb_e = jnp.where(eval_mask, mu[m:] + sb * sd[m:], inf)
+    ucb_e = jnp.where(mask, mu[m:] + sb * sd[m:], inf)
     i_u = jnp.argmin(ucb_e)
     ucb_min = ucb_e[i_u]
     lcb_all = jnp.where(real, mu - sb * sd, inf)
@@ -228,7 +228,7 @@ def bound_core(post, X_eval, eval_mask, cand, beta, dim_mask, best, *,
         lcb_min = jnp.where(better, fr[j], grid_min)
         x_l = jnp.where(better, xr[j], x_l)
     bound = ucb_min - lcb_min
-    ok = post.ok & jnp.any(eval_mask) & jnp.isfinite(bound)
+    ok = post.ok & jnp.any(mask) & jnp.isfinite(bound)
     rb = RegretBound(jnp.where(ok, bound, inf), ucb_min, lcb_min, grid_min, x_l, X_eval[i_u], ok)
     ei_all = jnp.where(real, ei(mu, sd, best), 0)
     pi_all = jnp.where(real, pi(mu, sd, best), 0)

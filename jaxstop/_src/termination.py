@@ -174,7 +174,7 @@ def _fit_and_bound_one(key, X, y, avail, init, cand, dim_mask, size, delta, scal
     core = regret_bound.bound_core(post, Xt, tmask, cand, b, dim_mask, best, refine_steps=cfg.refine_steps,
                                    refine_starts=cfg.refine_starts, chunk_size=cfg.chunk_size, train_y=z)
     rb = core.bound
-    ok = rb.ok & info.finite
+    ok = rb.ok & info.ok
     inf = jnp.asarray(jnp.inf, dt)
     rb_y = rb._replace(
         bound=jnp.where(ok, rb.bound * std, inf),

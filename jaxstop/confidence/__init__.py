@@ -99,8 +99,12 @@ Structure (ranks, shapes, dtypes, configuration) is checked eagerly and raises
 ``ValueError`` / ``TypeError``. Values (NaN ``mu``, ``sigma <= 0``) raise when
 the arrays are concrete; inside ``jax.jit`` such candidates are treated as
 masked (exactly no effect, probability 0) and reported: compare
-:func:`effective_mask` with the mask you passed, or read
-``KeepCount.num_invalid``.
+:func:`effective_mask` with the mask you passed, or read ``KeepCount.ok`` (False
+when any value was invalid) and ``KeepCount.num_invalid``.
+
+API conventions (shared with :mod:`jaxstop.gp` and :mod:`jaxstop.regret`): ``mask`` is
+the one name for "which candidates are real"; a result that can fail has a boolean
+``ok`` field (:class:`KeepCount`). Nothing here is random, so no function takes a key.
 
 Files
 -----

@@ -45,6 +45,11 @@ class KeepCount(NamedTuple):
             non-finite ``mu`` or a non-finite or non-positive ``sigma``, int32.
         num_bad_delta: Valid candidates whose ``delta_sigma`` was not finite and
             was replaced by 0 (no shrinkage), int32 scalar.
+        ok: Whether no input value was invalid (``num_invalid == 0``,
+            ``num_bad_delta == 0``, a finite ``round_budget``) and the result is finite
+            (``tau``, ``curve``, ``cost``, ``gain``, ``zeta``), bool scalar. Invalid
+            values inside ``jax.jit`` are masked out or replaced (see above), so a
+            result with ``ok`` False is still usable; ``ok`` says that it had to be.
     """
 
     k: jax.Array
@@ -59,6 +64,7 @@ class KeepCount(NamedTuple):
     num_valid: jax.Array
     num_invalid: jax.Array
     num_bad_delta: jax.Array
+    ok: jax.Array
 
 
 def _shrunk(sigma, delta):
@@ -142,13 +148,15 @@ def _keep_count_impl(mu, sigma, delta, round_budget, mask, rule):
     droppable = (k >= 2) & in_range
     kf = k.astype(dtype)
     r = jnp.asarray(round_budget, dtype)
-    r = jnp.where(jnp.isfinite(r), r, jnp.zeros((), dtype))
+    r_finite = jnp.isfinite(r)
+    r = jnp.where(r_finite, r, jnp.zeros((), dtype))
     gain = jnp.where(droppable, r * zeta_k / jnp.maximum(kf * (kf - 1.0), 1.0), 0.0)
     cost = jnp.where(in_range, p_s, 0.0)
 
     k_keep, k_star, tau = _choose_k(cost, gain, curve, num_valid, rule)
     keep_sorted = jnp.arange(n) < k_keep
     keep = jnp.zeros((n,), bool).at[order].set(keep_sorted)
+    finite = jnp.isfinite(tau) & jnp.all(jnp.isfinite(jnp.stack([curve, cost, gain, zeta_k])))
     return KeepCount(
         k=k_keep,
         tau=tau,
@@ -162,6 +170,7 @@ def _keep_count_impl(mu, sigma, delta, round_budget, mask, rule):
         num_valid=num_valid,
         num_invalid=num_invalid,
         num_bad_delta=num_bad_delta,
+        ok=(num_invalid == 0) & (num_bad_delta == 0) & r_finite & finite,
     )
 
 
@@ -267,16 +276,16 @@ def keep_count(
         rule: ``"argmax"`` or ``"crossing"``, see above.
 
     Returns:
-        :class:`KeepCount` with ``k``, ``tau``, ``k_star``, the keep mask and
-        the per-k ``cost``, ``gain``, ``zeta`` and ``curve``.
+        :class:`KeepCount` with ``k``, ``tau``, ``k_star``, the keep mask,
+        the per-k ``cost``, ``gain``, ``zeta`` and ``curve``, and the status ``ok``.
 
     Example:
         >>> import jax.numpy as jnp
         >>> from jaxstop.confidence import keep_count
         >>> mu = jnp.array([0.30, 0.31, 0.33, 0.40, 0.55, 0.70])
         >>> res = keep_count(mu, jnp.full(6, 0.03), 0.003, 20.0)
-        >>> int(res.k), res.keep.tolist()
-        (3, [True, True, True, False, False, False])
+        >>> int(res.k), res.keep.tolist(), bool(res.ok)
+        (3, [True, True, True, False, False, False], True)
     """
     if rule not in _RULES:
         raise ValueError(f"rule must be one of {_RULES}, got {rule!r}")

@@ -32,6 +32,18 @@ Conventions differ between the paper, the authors' released code and Optuna's
 * iteration ``t`` of a replayed trace: after ``t + 1`` evaluations, or after ``t``
   (code: the last evaluation is never used).
 
+API conventions (shared with :mod:`jaxstop.gp` and :mod:`jaxstop.confidence`):
+
+* PRNG keys: a function that needs randomness takes ``key`` as its first positional
+  argument (:func:`fit_regret_bound`, :func:`replay`); where randomness is optional
+  (:func:`regret_bound`'s random candidates) ``key=`` is a keyword argument.
+* ``mask`` is the one name for "which rows are real" (``fold_mask`` and ``dim_mask``
+  mark real fold scores and real input dimensions).
+* A result that can fail has a boolean ``ok`` field (:class:`RegretBound`,
+  :class:`ReplayResult`; a :class:`FittedBound`'s status is ``bound.ok``).
+* Settings beyond the few that matter travel in one options NamedTuple with defaults:
+  ``fit_regret_bound(..., options=FitOptions(...))``, ``replay(..., options=ReplayOptions(...))``.
+
 GP surrogate: :mod:`jaxstop.gp` (Matern-5/2 ARD, ML-II with weak priors), fitted on
 the top ``max(min_points, floor(fraction * n))`` evaluations (:func:`top_mask`) with
 standardised values; bounds are computed on the latent function.
@@ -40,7 +52,8 @@ Files: ``_bound.py`` (:func:`beta`, :func:`confidence_bounds`, :func:`regret_bou
 ``_acquisition.py`` (EI and PI), ``_top.py`` (:func:`top_mask`), ``_threshold.py``
 (:func:`cv_threshold`), ``_fit.py`` (:func:`fit_regret_bound`), ``_rules.py`` (the
 stopping rules, RYC and RTC), ``_replay.py`` (:func:`replay`, :data:`CONVENTIONS`),
-``_args.py`` (shared argument checks). They validate arguments; the computations they
+``_options.py`` (:class:`FitOptions`, :class:`ReplayOptions`), ``_args.py`` (shared
+argument checks). They validate arguments; the computations they
 share with :mod:`jaxstop.policies.auto_termination` live in
 :mod:`jaxstop._src.regret_bound` (Eq. 8) and :mod:`jaxstop._src.termination` (top set,
 fit and bound of one study).
@@ -51,6 +64,8 @@ from jaxstop._src.termination import FittedBound as FittedBound
 from jaxstop.regret._rules import Stops as Stops
 from jaxstop.regret._replay import ReplayResult as ReplayResult
 from jaxstop.regret._replay import CONVENTIONS as CONVENTIONS
+from jaxstop.regret._options import FitOptions as FitOptions
+from jaxstop.regret._options import ReplayOptions as ReplayOptions
 from jaxstop.regret._bound import beta as beta
 from jaxstop.regret._bound import confidence_bounds as confidence_bounds
 from jaxstop.regret._bound import regret_bound as regret_bound
@@ -71,6 +86,8 @@ __all__ = [
     "Stops",
     "ReplayResult",
     "CONVENTIONS",
+    "FitOptions",
+    "ReplayOptions",
     "beta",
     "confidence_bounds",
     "regret_bound",

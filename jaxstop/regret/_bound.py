@@ -95,15 +95,16 @@ def _candidates(key, candidates, d: int, dtype):
 def regret_bound(
     posterior: gp.Posterior,
     X_eval: ArrayLike,
-    eval_mask: ArrayLike | None,
-    candidates: ArrayLike | int,
-    beta: ArrayLike,
+    mask: ArrayLike | None = None,
+    candidates: ArrayLike | int | None = None,
+    beta: ArrayLike | None = None,
     *,
     key: jax.Array | None = None,
     refine_steps: int = 0,
     refine_starts: int = 8,
     dim_mask: ArrayLike | None = None,
     chunk_size: int = 1024,
+    eval_mask: ArrayLike | None = _checks.UNSET,
 ) -> RegretBound:
     """Upper bound on the simple regret of the incumbent, Eq. (8) of Makarova et al. (2022).
 
@@ -119,16 +120,19 @@ def regret_bound(
     Args:
         posterior: A :class:`jaxstop.gp.Posterior` (on standardised values, usually).
         X_eval: Evaluated points ``G_t``, shape (n, d).
-        eval_mask: Which rows of ``X_eval`` are real, shape (n,) bool; ``None`` = all.
+        mask: Which rows of ``X_eval`` are real, shape (n,) bool; ``None`` = all.
         candidates: Domain points, shape (m, d) in [0, 1], or an int ``m``: that many
-            uniform random points drawn with ``key``.
-        beta: Confidence parameter (see :func:`beta`), scalar >= 0.
-        key: PRNG key, needed when ``candidates`` is an int.
+            uniform random points drawn with ``key`` (required).
+        beta: Confidence parameter (see :func:`beta`), scalar >= 0 (required).
+        key: PRNG key, needed when ``candidates`` is an int (a keyword: the randomness
+            is optional).
         refine_steps: Gradient steps of the refinement (0 = off).
         refine_starts: Number of starts of the refinement.
         dim_mask: Real input dimensions, shape (d,) bool; padded dimensions are held at
             0 in the candidates and in the refinement. Default all.
         chunk_size: Candidates predicted at a time (memory bound under ``vmap``).
+        eval_mask: Deprecated name of ``mask`` (a :class:`DeprecationWarning`; removed
+            in the next release).
 
     Returns:
         A :class:`RegretBound` on the posterior's scale; ``bound`` is ``+inf`` with
@@ -144,12 +148,21 @@ def regret_bound(
         >>> bool(rb.bound >= 0), bool(rb.lcb_min <= rb.lcb_min_grid)
         (True, True)
     """
+    if eval_mask is not _checks.UNSET:
+        if mask is not None:
+            raise TypeError("regret_bound() got both mask and its deprecated name eval_mask; pass mask only")
+        _checks.deprecated("regret_bound(eval_mask=...) is deprecated and will be removed in the next release; "
+                           "pass mask=...")
+        mask = eval_mask
+    if candidates is None or beta is None:
+        missing = [n for n, v in (("candidates", candidates), ("beta", beta)) if v is None]
+        raise TypeError(f"regret_bound() missing required argument(s): {missing}")
     _args.check_posterior(posterior)
     d = posterior.X.shape[1]
     dt = posterior.X.dtype
     X_eval = _args.points(X_eval, "X_eval", d, dt)
-    eval_mask = _checks.mask_array(eval_mask, X_eval.shape[:1], "eval_mask")
-    _checks.check_unit_cube(X_eval, "X_eval", eval_mask)
+    mask = _checks.mask_array(mask, X_eval.shape[:1], "mask")
+    _checks.check_unit_cube(X_eval, "X_eval", mask)
     cand = _candidates(key, candidates, d, dt)
     _checks.check_unit_cube(cand, "candidates")
     beta = _checks.float_array(beta, "beta", dt)
@@ -159,12 +172,12 @@ def regret_bound(
     refine_starts = _checks.positive_int(refine_starts, "refine_starts")
     chunk_size = _checks.positive_int(chunk_size, "chunk_size")
     dim_mask = _args.dim_mask(dim_mask, d)
-    return _regret_bound_jit(posterior, X_eval, eval_mask, cand, beta, dim_mask,
+    return _regret_bound_jit(posterior, X_eval, mask, cand, beta, dim_mask,
                              refine_steps=refine_steps, refine_starts=refine_starts, chunk_size=chunk_size)
 
 
 @partial(jax.jit, static_argnames=("refine_steps", "refine_starts", "chunk_size"))
-def _regret_bound_jit(post, X_eval, eval_mask, cand, beta, dim_mask, *, refine_steps, refine_starts, chunk_size):
+def _regret_bound_jit(post, X_eval, mask, cand, beta, dim_mask, *, refine_steps, refine_starts, chunk_size):
     best = jnp.asarray(0, X_eval.dtype)
-    return _rb.bound_core(post, X_eval, eval_mask, cand, beta, dim_mask, best, refine_steps=refine_steps,
+    return _rb.bound_core(post, X_eval, mask, cand, beta, dim_mask, best, refine_steps=refine_steps,
                        refine_starts=refine_starts, chunk_size=chunk_size).bound

@@ -18,6 +18,7 @@ from jaxstop import gp
 from jaxstop._src import checks as _checks, gp_core, termination
 from jaxstop._src.termination import FittedBound
 from jaxstop.regret import _args
+from jaxstop.regret._options import FitOptions
 
 
 def fit_regret_bound(
@@ -28,21 +29,13 @@ def fit_regret_bound(
     *,
     init: gp.GPParams | None = None,
     init_inv_hessian: ArrayLike | None = None,
+    dim_mask: ArrayLike | None = None,
+    candidates: ArrayLike | int = 512,
     fraction: float = 0.5,
     min_points: int = 20,
-    candidates: ArrayLike | int = 512,
     beta_t: str = "fitted",
-    beta_size: float | None = None,
-    delta: float = 0.1,
-    beta_scale: float = 0.2,
-    refine_steps: int = 10,
-    refine_starts: int = 8,
-    fit_steps: int = 20,
-    fit_tol: float = 1e-2,
-    fit_mean: bool = True,
-    min_noise: float = 1e-6,
-    dim_mask: ArrayLike | None = None,
-    chunk_size: int = 1024,
+    options: FitOptions | None = None,
+    **deprecated_keywords,
 ) -> FittedBound:
     """Regret bound of a study from its data: top set, GP fit and Eq. (8) in one jitted call.
 
@@ -61,6 +54,11 @@ def fit_regret_bound(
     ``init_inv_hessian``: the steps then start from the previous optimum with its
     curvature, and a handful suffice.
 
+    The data, the warm start, the candidates, the top set and ``beta_t`` are keywords;
+    ``fit_steps``, ``fit_tol``, ``fit_mean``, ``min_noise``, ``refine_steps``,
+    ``refine_starts``, ``chunk_size``, ``beta_size``, ``delta`` and ``beta_scale`` are
+    the fields of ``options`` (:class:`FitOptions`, which documents them).
+
     Args:
         key: PRNG key (random candidates).
         X: Evaluated configurations in the unit cube, shape (n, d).
@@ -72,37 +70,21 @@ def fit_regret_bound(
             from the identity (a gradient step) and scale it at their first update. A
             matrix that is not finite and symmetric with a positive diagonal (zeros, say,
             or one from a failed fit) is treated as none.
+        dim_mask: Real input dimensions, shape (d,) bool; default all.
+        candidates: Domain points (m, d), or a number of uniform random points.
         fraction: Fraction of the evaluations in the fit.
         min_points: Minimum number of points in the fit.
-        candidates: Domain points (m, d), or a number of uniform random points.
         beta_t: ``"fitted"`` (t = number of fitted points: Optuna, authors' code) or
             ``"evaluations"`` (t = number of evaluations: the paper).
-        beta_size: ``|Gamma|`` in :func:`beta`; default the number of real dimensions.
-        delta: ``delta`` of :func:`beta`.
-        beta_scale: ``scale`` of :func:`beta`.
-        refine_steps: Gradient refinement of the LCB minimum (0 = off).
-        refine_starts: Starts of the refinement.
-        fit_steps: Most quasi-Newton steps of the GP fit (one objective evaluation each).
-        fit_tol: The fit stops once no component of its objective's gradient (nats per
-            unit of log hyperparameter) exceeds this; 0 = always ``fit_steps`` steps.
-            ``fit_info.steps`` reports the steps taken. The default 1e-2 is the gradient
-            tolerance of Optuna's L-BFGS-B fit of the same GP (``gtol`` of
-            ``optuna._gp.gp.fit_kernel_params``; Optuna's lengthscale coordinates are log
-            inverse squared lengthscales, in which the same gradient is half as large, so its
-            stop is up to 2x looser there); against a converged fit the bound moves
-            by at most about 3e-4 of itself on the studies of ``benchmarks/RESULTS.md``;
-            1e-4 takes about two steps more. A fit that needs more than ``fit_steps``
-            steps stops at that cap first (on one small noisy test study: 1.2e-3).
-        fit_mean: Fit a constant mean (True: profiled out, its generalised-least-squares
-            estimate for the current kernel, the ML-II value under its flat prior) or keep
-            it at 0 like Optuna (False).
-        min_noise: Lower bound on the GP noise variance relative to its amplitude (standardised
-            scale, where the fitted amplitude is of order 1; the fit profiles the amplitude out).
-        dim_mask: Real input dimensions, shape (d,) bool; default all.
-        chunk_size: Candidates predicted at a time.
+        options: The other settings; default ``FitOptions()``.
+        **deprecated_keywords: Deprecated: the fields of :class:`FitOptions` as keywords
+            (``fit_steps=6``), applied on top of ``options`` with a
+            :class:`DeprecationWarning`; use ``options=FitOptions(fit_steps=6)``. They
+            will be removed in the next release.
 
     Returns:
-        A :class:`FittedBound`; its ``bound`` is in the units of ``y``.
+        A :class:`FittedBound`; its ``bound`` is in the units of ``y``, ``bound.ok`` its
+        status (the fit and the bound usable).
 
     Example:
         >>> import jax, jax.numpy as jnp
@@ -110,10 +92,11 @@ def fit_regret_bound(
         >>> X = jax.random.uniform(jax.random.key(0), (30, 2))
         >>> y = jnp.sum((X - 0.3) ** 2, axis=1)
         >>> fb = regret.fit_regret_bound(jax.random.key(1), X, y, min_points=10, candidates=128,
-        ...                              beta_t="evaluations", fit_steps=6)
+        ...                              beta_t="evaluations", options=regret.FitOptions(fit_steps=6))
         >>> int(fb.num_top), bool(fb.bound.ok), bool(fb.bound.bound > 0)
         (15, True, True)
     """
+    opts = _checks.options_with(options, FitOptions, "fit_regret_bound", deprecated_keywords)
     X, y = _checks.data_arrays(X, y)
     n, d = X.shape
     dt = _checks.common_float_dtype(X, y)
@@ -125,9 +108,9 @@ def fit_regret_bound(
     min_points = _checks.positive_int(min_points, "min_points")
     if beta_t not in termination.BETA_T:
         raise ValueError(f"beta_t must be one of {termination.BETA_T}, got {beta_t!r}")
-    delta = _args.float_param(delta, "delta", high=1.0)
-    beta_scale = _args.float_param(beta_scale, "beta_scale")
-    min_noise = _args.float_param(min_noise, "min_noise")
+    delta = _args.float_param(opts.delta, "delta", high=1.0)
+    beta_scale = _args.float_param(opts.beta_scale, "beta_scale")
+    min_noise = _args.float_param(opts.min_noise, "min_noise")
     dim_mask = _args.dim_mask(dim_mask, d)
     if isinstance(candidates, numbers.Integral) and not isinstance(candidates, bool):
         num_random = _checks.positive_int(candidates, "candidates")
@@ -140,13 +123,14 @@ def fit_regret_bound(
     init_h = _inv_hessian(init_inv_hessian, d, dt)
     cfg = termination.FitConfig(
         capacity=termination.top_capacity(n, fraction, min_points), fraction=fraction, min_points=min_points,
-        beta_t=beta_t, steps=_checks.positive_int(fit_steps, "fit_steps"),
-        fit_mean=bool(fit_mean),
-        min_noise=min_noise, num_random=num_random, refine_steps=_args.nonneg_int(refine_steps, "refine_steps"),
-        refine_starts=_checks.positive_int(refine_starts, "refine_starts"),
-        chunk_size=_checks.positive_int(chunk_size, "chunk_size"), fit_tol=_checks.nonneg_float(fit_tol, "fit_tol"),
+        beta_t=beta_t, steps=_checks.positive_int(opts.fit_steps, "fit_steps"),
+        fit_mean=bool(opts.fit_mean),
+        min_noise=min_noise, num_random=num_random, refine_steps=_args.nonneg_int(opts.refine_steps, "refine_steps"),
+        refine_starts=_checks.positive_int(opts.refine_starts, "refine_starts"),
+        chunk_size=_checks.positive_int(opts.chunk_size, "chunk_size"),
+        fit_tol=_checks.nonneg_float(opts.fit_tol, "fit_tol"),
     )
-    size = _args.beta_size(beta_size, dim_mask, dt)
+    size = _args.beta_size(opts.beta_size, dim_mask, dt)
     return _fit_regret_bound_jit(key, X, y, mask & jnp.isfinite(y), init, init_h, cand, dim_mask, size,
                                  jnp.asarray(delta, dt), jnp.asarray(beta_scale, dt), cfg=cfg)
 

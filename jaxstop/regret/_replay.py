@@ -19,6 +19,7 @@ from jax.typing import ArrayLike
 from jaxstop import gp
 from jaxstop._src import checks as _checks, termination
 from jaxstop.regret import _args, _rules
+from jaxstop.regret._options import ReplayOptions, with_convention
 from jaxstop.regret._rules import Stops
 
 
@@ -30,7 +31,8 @@ CONVENTIONS = {
     "optuna": dict(lag=0, beta_t="fitted", ddof=0, fixed_threshold=False, candidates=2048,
                    refine_steps=0, fit_mean=False, conv_rtol=0.0),
 }
-"""Presets of :func:`replay`; any of these keys can also be passed explicitly.
+"""Presets of :func:`replay`; each key is a field of :class:`ReplayOptions`, whose non-None
+values override the preset.
 
 * ``"paper"``: Makarova et al. (2022) as written: row ``t`` after ``t + 1``
   evaluations, ``beta`` from (number of hyperparameters, number of evaluations),
@@ -228,11 +230,12 @@ _replay_jit = jax.jit(_replay_impl, static_argnames=("cfg", "python_loop"))
 
 
 def replay(
+    key: jax.Array,
+    /,
     configs: ArrayLike,
     values: ArrayLike,
-    fold_scores: ArrayLike,
+    fold_scores: ArrayLike | None = None,
     *,
-    key: jax.Array,
     mask: ArrayLike | None = None,
     fold_mask: ArrayLike | None = None,
     dim_mask: ArrayLike | None = None,
@@ -242,22 +245,8 @@ def replay(
     fraction: float = 0.5,
     min_points: int = 20,
     min_evaluations: int = 20,
-    ours_scales=_rules.DEFAULT_SCALES,
-    conv_patience=_rules.DEFAULT_PATIENCE,
-    ei_thresholds=_rules.DEFAULT_ACQ,
-    pi_thresholds=_rules.DEFAULT_ACQ,
-    beta_size: float | None = None,
-    delta: float = 0.1,
-    beta_scale: float = 0.2,
-    test_train_ratio: float | None = None,
-    refine_starts: int = 8,
-    first_fit_steps: int = 30,
-    fit_steps: int = 6,
-    fit_tol: float = 1e-2,
-    min_noise: float = 1e-6,
-    num_segments: int = 4,
-    chunk_size: int = 1024,
-    **overrides,
+    options: ReplayOptions | None = None,
+    **deprecated_keywords,
 ) -> ReplayResult:
     """Replays a recorded HPO trace: bound, threshold and every stopping rule per iteration.
 
@@ -275,11 +264,21 @@ def replay(
     paper's ``Ours_0.21`` = Nadeau-Bengio and ``Ours_0.5``), Conv-i for
     ``conv_patience``, EI and PI below ``ei_thresholds`` / ``pi_thresholds``.
 
+    The data, the convention and the top set are arguments; every other setting is a
+    field of ``options`` (:class:`ReplayOptions`, which documents them).
+
+    Deprecated forms (they still work in this release, with a :class:`DeprecationWarning`,
+    and will be removed in the next): the key as a keyword after the data,
+    ``replay(configs, values, fold_scores, key=key)`` (now ``replay(key, configs,
+    values, fold_scores)``); the fields of :class:`ReplayOptions` as keywords, including
+    the convention overrides that were ``**overrides`` (``fit_steps=3``, ``lag=1``; now
+    ``options=ReplayOptions(fit_steps=3, lag=1)``).
+
     Args:
+        key: PRNG key (random candidates of each row); positional only.
         configs: Configurations in the unit cube, shape (T, d), in evaluation order.
         values: Their CV values (minimised), shape (T,).
-        fold_scores: Per-fold scores, shape (T, k), k >= 2.
-        key: PRNG key (random candidates of each row).
+        fold_scores: Per-fold scores, shape (T, k), k >= 2 (required).
         mask: Which evaluations are real, shape (T,) bool; default all. Padded rows have
             no effect on the real ones; rules fire only on real rows.
         fold_mask: Which fold scores are real, shape (T, k) bool; default all.
@@ -289,32 +288,23 @@ def replay(
         ei, pi: Recorded acquisition values per row, shape (T,), used by the EI / PI
             rules instead of our GP's (the authors logged the EI / PI of their BO, computed
             from the first ``t`` evaluations: row ``t`` of ``"authors"``).
-        convention: ``"paper"``, ``"authors"`` or ``"optuna"`` (see :data:`CONVENTIONS`);
-            its settings can be overridden by keyword: ``lag`` (row ``t`` uses the first
-            ``t + 1 - lag`` evaluations), ``beta_t`` (``"evaluations"`` / ``"fitted"``),
-            ``ddof``, ``fixed_threshold``, ``candidates`` (random domain points per
-            row), ``refine_steps``, ``fit_mean``, ``conv_rtol``.
+        convention: ``"paper"``, ``"authors"`` or ``"optuna"`` (see :data:`CONVENTIONS`):
+            the values of the ``options`` fields ``lag``, ``beta_t``, ``ddof``,
+            ``fixed_threshold``, ``candidates``, ``refine_steps``, ``fit_mean`` and
+            ``conv_rtol`` that are left at None.
         fraction, min_points: Top set of the fit (:func:`top_mask`).
         min_evaluations: No rule fires before this many evaluations (20 in the paper).
-        ours_scales, conv_patience, ei_thresholds, pi_thresholds: The rules' settings.
-        beta_size: ``|Gamma|`` of :func:`beta`; default the number of real dimensions.
-        delta, beta_scale: Of :func:`beta`.
-        test_train_ratio: Of :func:`cv_threshold`; default ``1/(k-1)``.
-        refine_starts: Starts of the LCB refinement.
-        first_fit_steps, fit_steps: Quasi-Newton steps of the first and later GP fits (the
-            first row is fitted ``ceil(first_fit_steps / fit_steps)`` times in a row).
-        fit_tol: Each fit stops once converged, as in :func:`fit_regret_bound`.
-        min_noise: Lower bound on the GP noise variance relative to its amplitude (standardised
-            scale, where the fitted amplitude is of order 1; the fit profiles the amplitude out).
-        num_segments: Capacity segments (each is compiled separately).
-        chunk_size: Candidates predicted at a time.
+        options: The other settings; default ``ReplayOptions()``.
+        **deprecated_keywords: Deprecated: ``key`` (see above) and the fields of
+            :class:`ReplayOptions` as keywords, applied on top of ``options``.
 
     Returns:
         A :class:`ReplayResult`; ``stops`` are numbers of evaluations.
 
     Raises:
         ValueError / TypeError: Mismatched shapes, fewer than 2 folds, non-finite real
-            values or fold scores, configurations outside the unit cube, bad options.
+            values or fold scores, configurations outside the unit cube, bad options,
+            a first argument that is not a PRNG key.
 
     Example:
         >>> import jax, jax.numpy as jnp
@@ -322,17 +312,16 @@ def replay(
         >>> k1, k2, k3 = jax.random.split(jax.random.key(0), 3)
         >>> X = jax.random.uniform(k1, (30, 2))
         >>> folds = jnp.sum((X - 0.4) ** 2, 1)[:, None] + 0.05 * jax.random.normal(k2, (30, 5))
-        >>> res = regret.replay(X, folds.mean(1), folds, key=k3, min_points=10,
-        ...                     min_evaluations=20, candidates=128, num_segments=1)
+        >>> res = regret.replay(k3, X, folds.mean(1), folds, min_points=10, min_evaluations=20,
+        ...                     options=regret.ReplayOptions(candidates=128, num_segments=1))
         >>> res.bound.shape, int(res.num_evaluations[-1]), bool(res.ok[-1])
         ((30,), 30, True)
     """
+    key, configs, values, fold_scores = _key_first(key, configs, values, fold_scores, deprecated_keywords)
     if convention not in CONVENTIONS:
         raise ValueError(f"convention must be one of {tuple(CONVENTIONS)}, got {convention!r}")
-    unknown = set(overrides) - set(CONVENTIONS[convention])
-    if unknown:
-        raise TypeError(f"replay got unexpected keyword argument(s) {sorted(unknown)}")
-    opts = {**CONVENTIONS[convention], **overrides}
+    opts = _checks.options_with(options, ReplayOptions, "replay", deprecated_keywords)
+    opts = with_convention(opts, CONVENTIONS[convention])
 
     configs = _checks.float_array(configs, "configs")
     values = _checks.float_array(values, "values")
@@ -371,37 +360,60 @@ def replay(
                 raise ValueError(f"{name} must have shape ({T},) like values, got {a.shape}")
         rec[name] = a
 
-    lag = _args.nonneg_int(opts["lag"], "lag")
-    if opts["beta_t"] not in termination.BETA_T:
-        raise ValueError(f"beta_t must be one of {termination.BETA_T}, got {opts['beta_t']!r}")
-    if isinstance(opts["ddof"], bool) or opts["ddof"] not in (0, 1):
-        raise ValueError(f"ddof must be 0 or 1, got {opts['ddof']!r}")
+    lag = _args.nonneg_int(opts.lag, "lag")
+    if opts.beta_t not in termination.BETA_T:
+        raise ValueError(f"beta_t must be one of {termination.BETA_T}, got {opts.beta_t!r}")
+    if isinstance(opts.ddof, bool) or opts.ddof not in (0, 1):
+        raise ValueError(f"ddof must be 0 or 1, got {opts.ddof!r}")
     fraction = _args.float_param(fraction, "fraction", high=1.0)
     min_points = _checks.positive_int(min_points, "min_points")
     min_evaluations = _checks.positive_int(min_evaluations, "min_evaluations")
+    test_train_ratio = opts.test_train_ratio
     if test_train_ratio is not None:
         test_train_ratio = _args.float_param(test_train_ratio, "test_train_ratio", low=-1e-300)
-    num_segments = _checks.positive_int(num_segments, "num_segments")
+    num_segments = _checks.positive_int(opts.num_segments, "num_segments")
     t0 = min_evaluations - 1 + lag
     cfg = _ReplayConfig(
         lag=lag, t0=min(t0, T), segments=_segments(T, t0, lag, fraction, min_points, num_segments),
-        fraction=fraction, min_points=min_points, min_evaluations=min_evaluations, beta_t=opts["beta_t"],
-        ddof=int(opts["ddof"]), test_train_ratio=test_train_ratio, fixed_threshold=bool(opts["fixed_threshold"]),
-        num_candidates=_checks.positive_int(opts["candidates"], "candidates"),
-        refine_steps=_args.nonneg_int(opts["refine_steps"], "refine_steps"),
-        refine_starts=_checks.positive_int(refine_starts, "refine_starts"),
-        first_fit_steps=_checks.positive_int(first_fit_steps, "first_fit_steps"),
-        fit_steps=_checks.positive_int(fit_steps, "fit_steps"), fit_tol=_checks.nonneg_float(fit_tol, "fit_tol"),
-        fit_mean=bool(opts["fit_mean"]),
-        min_noise=_args.float_param(min_noise, "min_noise"), chunk_size=_checks.positive_int(chunk_size, "chunk_size"),
+        fraction=fraction, min_points=min_points, min_evaluations=min_evaluations, beta_t=opts.beta_t,
+        ddof=int(opts.ddof), test_train_ratio=test_train_ratio, fixed_threshold=bool(opts.fixed_threshold),
+        num_candidates=_checks.positive_int(opts.candidates, "candidates"),
+        refine_steps=_args.nonneg_int(opts.refine_steps, "refine_steps"),
+        refine_starts=_checks.positive_int(opts.refine_starts, "refine_starts"),
+        first_fit_steps=_checks.positive_int(opts.first_fit_steps, "first_fit_steps"),
+        fit_steps=_checks.positive_int(opts.fit_steps, "fit_steps"),
+        fit_tol=_checks.nonneg_float(opts.fit_tol, "fit_tol"),
+        fit_mean=bool(opts.fit_mean),
+        min_noise=_args.float_param(opts.min_noise, "min_noise"),
+        chunk_size=_checks.positive_int(opts.chunk_size, "chunk_size"),
         recorded_ei=rec["ei"] is not None, recorded_pi=rec["pi"] is not None,
     )
-    conv_rtol = float(opts["conv_rtol"])
+    conv_rtol = float(opts.conv_rtol)
     if not conv_rtol >= 0:
         raise ValueError(f"conv_rtol must be >= 0, got {conv_rtol}")
-    scales, patience, ei_t, pi_t = _rules.rule_arrays(ours_scales, conv_patience, ei_thresholds, pi_thresholds, dt)
-    size = _args.beta_size(beta_size, dim_mask, dt)
+    scales, patience, ei_t, pi_t = _rules.rule_arrays(opts.ours_scales, opts.conv_patience, opts.ei_thresholds,
+                                                      opts.pi_thresholds, dt)
+    size = _args.beta_size(opts.beta_size, dim_mask, dt)
     return _replay_jit(key, configs, values, fold_scores, mask, fold_mask, dim_mask, rec["ei"], rec["pi"], size,
-                       jnp.asarray(_args.float_param(delta, "delta", high=1.0), dt),
-                       jnp.asarray(_args.float_param(beta_scale, "beta_scale"), dt), scales, patience, ei_t, pi_t,
+                       jnp.asarray(_args.float_param(opts.delta, "delta", high=1.0), dt),
+                       jnp.asarray(_args.float_param(opts.beta_scale, "beta_scale"), dt), scales, patience, ei_t, pi_t,
                        jnp.asarray(conv_rtol, dt), cfg=cfg)
+
+
+def _key_first(first, configs, values, fold_scores, keywords: dict):
+    """``(key, configs, values, fold_scores)`` of a :func:`replay` call: the new form
+    ``replay(key, configs, values, fold_scores)`` as it is; the deprecated form
+    ``replay(configs, values, fold_scores, key=key)`` (a first argument that is not a PRNG
+    key and ``key`` in ``keywords``, from which it is removed) with a warning."""
+    if "key" in keywords:
+        if _checks.is_prng_key(first) or fold_scores is not None:
+            raise TypeError("replay() got the key twice: pass it once, as the first argument")
+        _checks.deprecated("replay(configs, values, fold_scores, key=key) is deprecated and will be removed in "
+                           "the next release; call replay(key, configs, values, fold_scores)", stacklevel=4)
+        return keywords.pop("key"), first, configs, values
+    if not _checks.is_prng_key(first):
+        raise TypeError(f"replay() takes a PRNG key (jax.random.key) as its first argument: "
+                        f"replay(key, configs, values, fold_scores); got {type(first).__name__}")
+    if fold_scores is None:
+        raise TypeError("replay() missing required argument: 'fold_scores'")
+    return first, configs, values, fold_scores

@@ -1,0 +1,128 @@
+"""Settings of :func:`jaxstop.regret.fit_regret_bound` and :func:`jaxstop.regret.replay`
+as options NamedTuples with defaults (:class:`FitOptions`, :class:`ReplayOptions`).
+
+The functions keep a thin signature: the data (masks, warm starts, candidates), the top
+set (``fraction``, ``min_points``) and the convention (``beta_t`` / ``convention``) are
+keywords; everything else travels in ``options=``. Each field has the name and default
+of the keyword it replaces, so ``f(..., fit_steps=6)`` becomes
+``f(..., options=FitOptions(fit_steps=6))``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+from jaxstop.regret._rules import DEFAULT_ACQ, DEFAULT_PATIENCE, DEFAULT_SCALES
+
+
+class FitOptions(NamedTuple):
+    """Settings of :func:`jaxstop.regret.fit_regret_bound`: the GP fit, the search for the
+    LCB's domain minimum and ``beta``.
+
+    Attributes:
+        fit_steps: Most quasi-Newton steps of the GP fit (one objective evaluation each).
+        fit_tol: The fit stops once no component of its objective's gradient (nats per
+            unit of log hyperparameter) exceeds this; 0 = always ``fit_steps`` steps.
+            ``fit_info.steps`` reports the steps taken. The default 1e-2 is the gradient
+            tolerance of Optuna's L-BFGS-B fit of the same GP (``gtol`` of
+            ``optuna._gp.gp.fit_kernel_params``; Optuna's lengthscale coordinates are log
+            inverse squared lengthscales, in which the same gradient is half as large, so its
+            stop is up to 2x looser there); against a converged fit the bound moves
+            by at most about 3e-4 of itself on the studies of ``benchmarks/RESULTS.md``;
+            1e-4 takes about two steps more. A fit that needs more than ``fit_steps``
+            steps stops at that cap first (on one small noisy test study: 1.2e-3).
+        fit_mean: Fit a constant mean (True: profiled out, its generalised-least-squares
+            estimate for the current kernel, the ML-II value under its flat prior) or keep
+            it at 0 like Optuna (False).
+        min_noise: Lower bound on the GP noise variance relative to its amplitude (standardised
+            scale, where the fitted amplitude is of order 1; the fit profiles the amplitude out).
+        refine_steps: Gradient refinement of the LCB minimum (0 = off).
+        refine_starts: Starts of the refinement.
+        chunk_size: Candidates predicted at a time.
+        beta_size: ``|Gamma|`` of :func:`~jaxstop.regret.beta`; None: the number of real
+            dimensions.
+        delta: ``delta`` of :func:`~jaxstop.regret.beta`.
+        beta_scale: ``scale`` of :func:`~jaxstop.regret.beta`.
+
+    Example:
+        >>> from jaxstop import regret
+        >>> regret.FitOptions(fit_steps=6).fit_steps, regret.FitOptions().fit_tol
+        (6, 0.01)
+    """
+
+    fit_steps: int = 20
+    fit_tol: float = 1e-2
+    fit_mean: bool = True
+    min_noise: float = 1e-6
+    refine_steps: int = 10
+    refine_starts: int = 8
+    chunk_size: int = 1024
+    beta_size: float | None = None
+    delta: float = 0.1
+    beta_scale: float = 0.2
+
+
+class ReplayOptions(NamedTuple):
+    """Settings of :func:`jaxstop.regret.replay`.
+
+    The first eight fields are those of the presets in
+    :data:`~jaxstop.regret.CONVENTIONS`; ``None`` (their default) takes the value of
+    ``replay``'s ``convention``, any other value overrides it.
+
+    Attributes:
+        lag: Row ``t`` uses the first ``t + 1 - lag`` evaluations.
+        beta_t: ``"evaluations"`` or ``"fitted"`` (``t`` of :func:`~jaxstop.regret.beta`).
+        ddof: Of the fold variance (0 or 1).
+        fixed_threshold: Freeze the threshold at iteration ``min_evaluations``.
+        candidates: Random domain points per row (an int).
+        refine_steps: Gradient refinement of the LCB minimum (0 = off).
+        fit_mean: Fit a constant GP mean (True) or keep it at 0 (False).
+        conv_rtol: Relative tolerance of Conv-i's ties.
+        ours_scales, conv_patience, ei_thresholds, pi_thresholds: The rules' settings
+            (:func:`~jaxstop.regret.stop_iterations`).
+        beta_size: ``|Gamma|`` of :func:`~jaxstop.regret.beta`; None: the number of real
+            dimensions.
+        delta, beta_scale: Of :func:`~jaxstop.regret.beta`.
+        test_train_ratio: Of :func:`~jaxstop.regret.cv_threshold`; None: ``1/(k-1)``.
+        refine_starts: Starts of the LCB refinement.
+        first_fit_steps, fit_steps: Quasi-Newton steps of the first and later GP fits.
+        fit_tol: Each fit stops once converged, as in :func:`~jaxstop.regret.fit_regret_bound`.
+        min_noise: Lower bound on the GP noise variance relative to its amplitude.
+        num_segments: Capacity segments (each is compiled separately).
+        chunk_size: Candidates predicted at a time.
+
+    Example:
+        >>> from jaxstop import regret
+        >>> opts = regret.ReplayOptions(candidates=128, num_segments=1)
+        >>> opts.fit_steps, opts.beta_t is None   # None: from the convention
+        (6, True)
+    """
+
+    lag: int | None = None
+    beta_t: str | None = None
+    ddof: int | None = None
+    fixed_threshold: bool | None = None
+    candidates: int | None = None
+    refine_steps: int | None = None
+    fit_mean: bool | None = None
+    conv_rtol: float | None = None
+    ours_scales: Any = DEFAULT_SCALES
+    conv_patience: Any = DEFAULT_PATIENCE
+    ei_thresholds: Any = DEFAULT_ACQ
+    pi_thresholds: Any = DEFAULT_ACQ
+    beta_size: float | None = None
+    delta: float = 0.1
+    beta_scale: float = 0.2
+    test_train_ratio: float | None = None
+    refine_starts: int = 8
+    first_fit_steps: int = 30
+    fit_steps: int = 6
+    fit_tol: float = 1e-2
+    min_noise: float = 1e-6
+    num_segments: int = 4
+    chunk_size: int = 1024
+
+
+def with_convention(options: ReplayOptions, convention: dict) -> ReplayOptions:
+    """``options`` with its ``None`` convention fields taken from the preset ``convention``."""
+    return options._replace(**{k: v for k, v in convention.items() if getattr(options, k) is None})
