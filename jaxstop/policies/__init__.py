@@ -1,6 +1,10 @@
 """Policies: the functional ask/tell facade (see :mod:`jaxstop.policies._base`)."""
 
 from jaxstop.policies._base import AskFn as AskFn
+from jaxstop.policies._base import Incumbent as Incumbent
+from jaxstop.policies._base import build_policy as build_policy
+from jaxstop.policies._base import init_incumbent as init_incumbent
+from jaxstop.policies._base import update_incumbent as update_incumbent
 from jaxstop.policies._base import Info as Info
 from jaxstop.policies._base import InitFn as InitFn
 from jaxstop.policies._base import Job as Job
@@ -47,6 +51,10 @@ __all__ = [
     "AskFn",
     "ReportFn",
     "TellFn",
+    "build_policy",
+    "Incumbent",
+    "init_incumbent",
+    "update_incumbent",
     "RandomSearchInfo",
     "RandomSearchState",
     "random_search",

@@ -18,16 +18,32 @@ One HPO step::
 
 ``report`` may be ``None`` for policies that need no per-epoch values (the
 simulator then evaluates a job with a single lookup).
+
+Every policy is built the same way (like optax's aliases): its factory validates the
+arguments, puts the static ones in a configuration NamedTuple and calls
+:func:`build_policy` with module-level step functions ``step(config, *args, params)``.
+:func:`build_policy` fills in default params, jits each step once per equal configuration
+(:class:`Static` hashes it by value, so equal policies are equal and compile once) and
+dispatches between eager calls (compiled steps) and traced ones (the step runs inside the
+caller's program). Every policy tracks its incumbent with :class:`Incumbent` and
+:func:`update_incumbent` (a strict running minimum: a NaN loss never becomes the
+incumbent, ties keep the earlier result); its loss is ``incumbent_value`` everywhere.
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
+import warnings
 from typing import Any, Callable, NamedTuple, Optional, Protocol
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
-__all__ = ["Policy", "Job", "Result", "Info", "make_job", "InitFn", "AskFn", "ReportFn", "TellFn"]
+__all__ = ["Policy", "Job", "Result", "Info", "make_job", "InitFn", "AskFn", "ReportFn", "TellFn",
+           "Incumbent", "init_incumbent", "improves", "update_incumbent",
+           "Static", "Step", "DefaultParams", "jit_step", "build_policy", "no_params", "renamed_field"]
 
 
 class Job(NamedTuple):
@@ -133,3 +149,286 @@ def make_job(config, x, budget, start=0) -> Job:
         jnp.asarray(budget, jnp.int32),
         jnp.asarray(start, jnp.int32),
     )
+
+
+# --------------------------------------------------------------------------------------
+# The incumbent: one tracker for every policy
+
+
+class Incumbent(NamedTuple):
+    """The configuration a study would return now.
+
+    Attributes:
+        value: Its loss, () (``inf`` before the first finite loss).
+        config: Its table index, int32 () (-1 before any, and in unit-cube mode).
+        x: Its configuration vector, shape (d,); ``None`` for policies that do not keep it.
+    """
+
+    value: jax.Array
+    config: jax.Array
+    x: Any = None
+
+
+def init_incumbent(dtype, d: int | None = None) -> Incumbent:
+    """No incumbent yet: ``value = inf``, ``config = -1`` and, when ``d`` is given, ``x = 0``
+    of shape (d,).
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> inc = init_incumbent(jnp.float32, 2)
+        >>> float(inc.value), int(inc.config), inc.x.shape
+        (inf, -1, (2,))
+    """
+    x = None if d is None else jnp.zeros((d,), dtype)
+    return Incumbent(jnp.asarray(jnp.inf, dtype), jnp.asarray(-1, jnp.int32), x)
+
+
+def improves(inc: Incumbent, value, *, ok=True, replace=False) -> jax.Array:
+    """Whether ``value`` takes over the incumbent: ``ok & (replace | (value < inc.value))``.
+
+    The comparison is strict, so a NaN loss never becomes the incumbent and ties keep
+    the earlier one; ``replace`` (e.g. a result at a higher rung) wins regardless of
+    the loss, ``ok`` masks results out. Returns bool ().
+    """
+    return jnp.asarray(ok) & (jnp.asarray(replace) | (value < inc.value))
+
+
+def update_incumbent(inc: Incumbent, value, config, x=None, *, ok=True, replace=False) -> Incumbent:
+    """The incumbent after a result ``(value, config, x)``, by the rule of :func:`improves`.
+
+    Dtypes follow ``inc``: ``value`` and ``x`` are cast to ``inc``'s, ``config`` to int32.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> inc = init_incumbent(jnp.float32)
+        >>> inc = update_incumbent(inc, jnp.float32(0.5), 3)
+        >>> inc = update_incumbent(inc, jnp.float32(jnp.nan), 4)     # NaN never wins
+        >>> inc = update_incumbent(inc, jnp.float32(0.5), 5)         # ties keep the earlier
+        >>> float(inc.value), int(inc.config)
+        (0.5, 3)
+    """
+    value = jnp.asarray(value).astype(jnp.result_type(inc.value))
+    better = improves(inc, value, ok=ok, replace=replace)
+    new_x = inc.x
+    if inc.x is not None and x is not None:
+        new_x = jnp.where(better, jnp.asarray(x).astype(inc.x.dtype), inc.x)
+    return Incumbent(
+        jnp.where(better, value, inc.value),
+        jnp.where(better, jnp.asarray(config, jnp.int32), inc.config).astype(jnp.int32),
+        new_x,
+    )
+
+
+# --------------------------------------------------------------------------------------
+# Building a policy from module-level step functions
+
+
+def _static_key(value):
+    """A hashable stand-in for a static configuration: arrays by content (by identity
+    when traced), containers element-wise, everything else as itself."""
+    if isinstance(value, (jax.Array, np.ndarray)):
+        if isinstance(value, jax.core.Tracer):
+            return ("traced", id(value))
+        a = np.asarray(value)
+        return ("array", a.shape, a.dtype.str, a.tobytes())
+    if isinstance(value, tuple):
+        return (type(value),) + tuple(_static_key(v) for v in value)
+    if isinstance(value, list):
+        return (list,) + tuple(_static_key(v) for v in value)
+    if isinstance(value, dict):
+        return (dict,) + tuple((k, _static_key(v)) for k, v in sorted(value.items()))
+    return value
+
+
+def _concrete(tree) -> bool:
+    return not any(isinstance(a, jax.core.Tracer) for a in jax.tree_util.tree_leaves(tree))
+
+
+class Static:
+    """A policy's static configuration, hashable by value.
+
+    Two policies built from equal configurations (the same sizes, flags and array
+    contents) are equal, so :func:`jaxstop.sim.run` and the steps' jitted programs
+    compile once for both. ``value`` is the configuration itself.
+    """
+
+    __slots__ = ("value", "_key", "_hash", "concrete")
+
+    def __init__(self, value):
+        self.value = value
+        self._key = _static_key(value)
+        self._hash = hash(self._key)
+        self.concrete = _concrete(value)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Static) and (self is other or (self._hash == other._hash and self._key == other._key))
+
+    def __repr__(self) -> str:
+        return f"Static({type(self.value).__name__})"
+
+
+@functools.lru_cache(maxsize=None)
+def jit_step(fn: Callable) -> Callable:
+    """``fn(config, *args)`` jitted once per function: call it as ``jit_step(fn)(static, *args)``
+    with a :class:`Static` configuration; equal configurations share the compiled program."""
+
+    def call(static, *args):
+        return fn(static.value, *args)
+
+    call.__name__, call.__qualname__, call.__doc__ = fn.__name__, fn.__qualname__, fn.__doc__
+    return jax.jit(call, static_argnums=0)
+
+
+_ARITY = {"init": 1, "ask": 2, "report": 4, "tell": 3}
+
+
+def _protocol_signature(protocol) -> inspect.Signature:
+    sig = inspect.signature(protocol.__call__)
+    return sig.replace(parameters=[p.replace(default=None) if p.name == "params" else p
+                                   for p in list(sig.parameters.values())[1:]])
+
+
+_SIGNATURES = {"init": _protocol_signature(InitFn), "ask": _protocol_signature(AskFn),
+               "report": _protocol_signature(ReportFn), "tell": _protocol_signature(TellFn)}
+
+
+class Step:
+    """One protocol function of a policy: a module-level step ``fn(config, *args, params)``
+    bound to the policy's :class:`Static` configuration.
+
+    A call fills in ``params`` (``None`` -> the policy's default params; given params go
+    through the policy's ``check_params``), and dispatches: with concrete arguments (a Python loop
+    over the protocol) it runs ``eager(static, *args, params)`` if the policy gives one,
+    else ``fn`` compiled once per equal configuration (:func:`jit_step`); traced (inside
+    ``jit`` / ``vmap`` / ``lax.scan``, e.g. :func:`jaxstop.sim.run`) it runs ``fn`` itself
+    into the caller's program. Steps are equal when their functions and configurations
+    are, so equal policies are equal. ``help(policy.tell)`` shows ``fn``'s docstring.
+    """
+
+    def __init__(self, name, fn, static, defaults, check=None, eager=None):
+        self.name, self.fn, self.static, self.defaults, self.check, self.eager = (
+            name, fn, static, defaults, check, eager)
+        self.nargs = _ARITY[name]
+        self.__doc__ = fn.__doc__
+        self.__name__ = name
+        self.__signature__ = _SIGNATURES[name]
+
+    def _key(self):
+        return (self.name, self.fn, self.static, self.defaults, self.check, self.eager)
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Step) and self._key() == other._key()
+
+    def __repr__(self) -> str:
+        return f"<policy step {self.name}: {self.fn.__module__}.{self.fn.__qualname__}>"
+
+    def __call__(self, *args, params=None):
+        if len(args) == self.nargs + 1:
+            if params is not None:
+                raise TypeError(f"{self.name}() got params twice")
+            *args, params = args
+        elif len(args) != self.nargs:
+            raise TypeError(f"{self.name}() takes {self.nargs} arguments and optional params, got {len(args)}")
+        if params is None:
+            params = self.defaults()
+        elif self.check is not None:
+            params = self.check(self.static.value, params)
+        if self.static.concrete and _concrete((args, params)):
+            if self.eager is not None:
+                return self.eager(self.static, *args, params)
+            return jit_step(self.fn)(self.static, *args, params)
+        return self.fn(self.static.value, *args, params)
+
+
+class DefaultParams:
+    """``default_params()`` of a policy: ``fn(config)``; equal for equal configurations."""
+
+    def __init__(self, fn, static):
+        self.fn, self.static = fn, static
+        self.__doc__ = fn.__doc__
+
+    def __hash__(self) -> int:
+        return hash((self.fn, self.static))
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, DefaultParams) and (self.fn, self.static) == (other.fn, other.static)
+
+    def __call__(self):
+        return self.fn(self.static.value)
+
+
+def no_params(config) -> tuple:
+    """The params of a policy without numeric hyperparameters: ``()``."""
+    return ()
+
+
+def build_policy(config, *, init, ask, tell, report=None, default_params=no_params, check_params=None,
+                 eager=None) -> Policy:
+    """A :class:`Policy` from module-level step functions and a static configuration.
+
+    Every policy factory validates its arguments, builds ``config`` (a NamedTuple of
+    Python values and arrays: sizes, flags, the candidate table) and calls this. The
+    steps take the configuration first: ``init(config, key, params)``, ``ask(config,
+    key, state, params)``, ``report(config, state, job, epoch, value, params)``,
+    ``tell(config, state, job, result, params)``; the policy's functions have the
+    protocol's signatures (:class:`InitFn`, ...) with ``params`` optional. See
+    :class:`Step` for the dispatch.
+
+    Args:
+        config: The static configuration (hashed by value, see :class:`Static`).
+        init, ask, tell: Step functions.
+        report: Step function, or ``None`` when the policy needs no per-epoch values.
+        default_params: ``default_params(config) -> params`` (default ``()``).
+        check_params: ``check_params(config, params) -> params``, run eagerly on every
+            call that passes params (validation, dtype casts), or ``None``.
+        eager: Optional dict ``{name: fn(static, *args, params)}`` of steps to run
+            instead of the compiled step when every argument is concrete (e.g. to
+            call a shared kernel's own compiled program between jitted pieces).
+
+    Returns:
+        A :class:`Policy`.
+
+    Example:
+        >>> import jax, jax.numpy as jnp
+        >>> from typing import NamedTuple
+        >>> class Config(NamedTuple):
+        ...     num_configs: int
+        >>> def init(cfg, key, params):
+        ...     return jnp.zeros((), jnp.int32)
+        >>> def ask(cfg, key, state, params):
+        ...     return make_job(state % cfg.num_configs, jnp.zeros((0,)), 1), state
+        >>> def tell(cfg, state, job, result, params):
+        ...     return state + 1, Info(state + 1 >= cfg.num_configs, job.config)
+        >>> p = build_policy(Config(3), init=init, ask=ask, tell=tell)
+        >>> p == build_policy(Config(3), init=init, ask=ask, tell=tell)
+        True
+        >>> job, s = p.ask(jax.random.key(0), p.init(jax.random.key(1)))
+        >>> int(job.config)
+        0
+    """
+    static = Static(config)
+    defaults = DefaultParams(default_params, static)
+    eager = dict(eager or {})
+    unknown = set(eager) - set(_ARITY)
+    if unknown:
+        raise ValueError(f"eager names unknown steps {sorted(unknown)}")
+    step = lambda name, fn: Step(name, fn, static, defaults, check_params, eager.get(name))  # noqa: E731
+    return Policy(step("init", init), step("ask", ask), None if report is None else step("report", report),
+                  step("tell", tell), defaults)
+
+
+def renamed_field(new: str, old: str) -> property:
+    """A read-only property ``old`` that returns the field ``new`` and warns that ``old``
+    is deprecated (kept for one release)."""
+
+    def get(self):
+        warnings.warn(f"{type(self).__name__}.{old} is deprecated, use .{new}", DeprecationWarning, stacklevel=2)
+        return getattr(self, new)
+
+    return property(get, doc=f"Deprecated alias of ``{new}``.")

@@ -2,17 +2,19 @@
 
 :class:`BoBosParams`, :class:`BoBosState` and :class:`BoBosInfo` are the pytrees the
 steps consume and produce (re-exported by :mod:`jaxstop.policies.bo_bos`);
-:func:`check_params` validates a params pytree; :func:`build_policy` closes
-``init`` / ``ask`` / ``report`` / ``tell`` over a configuration that
-:mod:`jaxstop.policies.bo_bos` has validated. The algorithm and its cost are described in
+:func:`check_params` validates a params pytree; :class:`BoBosConfig` is the static
+configuration :mod:`jaxstop.policies.bo_bos` validates, and ``init`` / ``ask`` / ``report`` /
+``tell`` (with ``ask_eager`` / ``report_eager``, their versions outside ``jit``) are the step
+functions :func:`jaxstop.policies._base.build_policy` binds to it. The algorithm and its cost are described in
 the docstring of :mod:`jaxstop.policies.bo_bos`.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import numbers
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -21,7 +23,7 @@ from jax import custom_batching, lax
 
 from jaxstop import bos, gp
 from jaxstop._src import checks, regret_bound, schedules
-from jaxstop.policies._base import Job, Policy, Result, make_job
+from jaxstop.policies._base import Incumbent, Job, Result, jit_step, make_job, renamed_field, update_incumbent
 
 
 class BoBosParams(NamedTuple):
@@ -71,7 +73,8 @@ class BoBosState(NamedTuple):
         gp_params: The GP hyperparameters of the last fit (warm start of the next).
         evaluated: Candidates evaluated so far, shape (M,) bool.
         count: Evaluations told so far, int32 ().
-        best_value: Incumbent loss ``y*`` (lowest completed; inf before), ().
+        incumbent_value: Incumbent loss ``y*`` (lowest completed; inf before), ()
+            (``best_value`` is its deprecated alias).
         best_config: Its candidate index (-1 before), int32 ().
         num_stopped: Evaluations stopped early so far, int32 ().
         config: Candidate of the current job, int32 ().
@@ -96,7 +99,7 @@ class BoBosState(NamedTuple):
     gp_params: gp.GPParams
     evaluated: jax.Array
     count: jax.Array
-    best_value: jax.Array
+    incumbent_value: jax.Array
     best_config: jax.Array
     num_stopped: jax.Array
     config: jax.Array
@@ -112,6 +115,8 @@ class BoBosState(NamedTuple):
     best_error: jax.Array
     bos_key: jax.Array
 
+    best_value = renamed_field("incumbent_value", "best_value")
+
 
 class BoBosInfo(NamedTuple):
     """Info of :func:`bo_bos` / :func:`gp_ucb` after each evaluation.
@@ -119,7 +124,7 @@ class BoBosInfo(NamedTuple):
     Attributes:
         terminate: ``max_evals`` evaluations done or every candidate evaluated, bool ().
         incumbent: Candidate with the lowest completed loss (-1 before), int32 ().
-        best_value: Its loss, ().
+        incumbent_value: Its loss, () (``best_value`` is its deprecated alias).
         stopped: Whether this evaluation was stopped early, bool ().
         epoch: Epochs it trained, int32 ().
         model_based: Whether it was chosen by the LCB (not at random), bool ().
@@ -129,12 +134,14 @@ class BoBosInfo(NamedTuple):
 
     terminate: jax.Array
     incumbent: jax.Array
-    best_value: jax.Array
+    incumbent_value: jax.Array
     stopped: jax.Array
     epoch: jax.Array
     model_based: jax.Array
     bo_iteration: jax.Array
     k1: jax.Array
+
+    best_value = renamed_field("incumbent_value", "best_value")
 
 
 # --------------------------------------------------------------------------------------
@@ -238,253 +245,276 @@ def check_params(params) -> None:
 # The policy
 
 
-def build_policy(
-    cand: jax.Array,
-    *,
-    N: int,
-    max_evals: int,
-    n0: int | None,
-    inter: tuple,
-    early_stopping: bool,
-    num_paths: int,
-    num_bins: int,
-    mode: str,
-    curve_fit_steps: int,
-    gp_fit_steps: int,
-    defaults: dict,
-    fdtype,
-) -> Policy:
-    """The policy on validated arguments (see :func:`jaxstop.policies.bo_bos.bo_bos`)."""
-    M, d = cand.shape
-    K = len(inter)
-    cap = max_evals * (K + 1)
-    T = N - n0 if early_stopping else 0
-    n0_ = n0 if early_stopping else 0
-    inter_np = np.asarray(inter, np.int32)
+class BoBosConfig(NamedTuple):
+    """The static configuration of :func:`bo_bos` / :func:`gp_ucb` (validated by the factory).
+
+    ``cand_final`` is ``[x, 1]`` for every candidate and ``fid`` the fidelities
+    ``n / N`` for n = 1..N; ``n0`` is None without early stopping.
+    """
+
+    cand: jax.Array
+    cand_final: jax.Array
+    fid: jax.Array
+    N: int
+    max_evals: int
+    n0: Any
+    inter: tuple
+    early_stopping: bool
+    num_paths: int
+    num_bins: int
+    mode: str
+    curve_fit_steps: int
+    gp_fit_steps: int
+    defaults: dict
+    fdtype: Any
+
+
+def make_config(cand, *, N, max_evals, n0, inter, early_stopping, num_paths, num_bins, mode, curve_fit_steps,
+                gp_fit_steps, defaults, fdtype) -> BoBosConfig:
+    """The configuration on validated arguments (see :func:`jaxstop.policies.bo_bos.bo_bos`)."""
+    M = cand.shape[0]
     fid = jnp.arange(1, N + 1, dtype=fdtype) / N
     cand_final = jnp.concatenate([cand, jnp.ones((M, 1), fdtype)], axis=1)  # [x, N / N]
-    eps = float(jnp.finfo(fdtype).eps)
-    needs_report = early_stopping or K > 0
+    return BoBosConfig(cand, cand_final, fid, N, max_evals, n0, tuple(inter), bool(early_stopping), num_paths,
+                       num_bins, mode, curve_fit_steps, gp_fit_steps, dict(defaults), fdtype)
 
-    def default_params() -> BoBosParams:
-        v = {k: jnp.asarray(defaults[k], fdtype) for k in BoBosParams._fields if k != "num_init"}
-        return BoBosParams(**v, num_init=jnp.asarray(defaults["num_init"], jnp.int32))
 
-    def empty_table() -> bos.DecisionTable:
-        z = lambda shape, dt=fdtype: jnp.zeros(shape, dt)  # noqa: E731
-        return bos.DecisionTable(
-            actions=z((T, num_bins), jnp.int32),
-            losses=z((T, num_bins, 3)),
-            prob=z((T, num_bins)),
-            counts=z((T, num_bins), jnp.int32),
-            edges=z((num_bins + 1,)),
-            first_epoch=jnp.asarray(n0_ + 1, jnp.int32),
-            num_valid=jnp.zeros((), jnp.int32),
-            dropped_variance=z(()),
-        )
+def default_params(cfg: BoBosConfig) -> BoBosParams:
+    """The factory's :class:`BoBosParams`."""
+    v = {k: jnp.asarray(cfg.defaults[k], cfg.fdtype) for k in BoBosParams._fields if k != "num_init"}
+    return BoBosParams(**v, num_init=jnp.asarray(cfg.defaults["num_init"], jnp.int32))
 
-    def to_error(v, params):
-        e = (v - params.loss_lo) / (params.loss_hi - params.loss_lo)
-        return jnp.clip(e, eps, 1 - eps)
 
-    def solve(operand):
-        key, prefix, best_error, k1, k2, cost, xi = operand
-        table = bos.solve(key, prefix, best_error, N, k1, k2, cost, num_paths=num_paths, num_bins=num_bins,
-                          mode=mode, xi=xi, fit_steps=curve_fit_steps)
-        return jax.tree.map(lambda a, b: a.astype(b.dtype), table, empty_table())
+def checked_params(cfg: BoBosConfig, params) -> BoBosParams:
+    """:func:`check_params`, returning the params."""
+    check_params(params)
+    return params
 
-    gated_solve = _gated(solve)
 
-    def _init(key, params):
-        return BoBosState(
-            X=jnp.zeros((cap, d + 1), fdtype),
-            y=jnp.zeros((cap,), fdtype),
-            mask=jnp.zeros((cap,), bool),
-            gp_params=gp.params(1.0, [0.5] * (d + 1), 1e-2, 0.0, dtype=fdtype),
-            evaluated=jnp.zeros((M,), bool),
-            count=jnp.zeros((), jnp.int32),
-            best_value=jnp.asarray(jnp.inf, fdtype),
-            best_config=jnp.asarray(-1, jnp.int32),
-            num_stopped=jnp.zeros((), jnp.int32),
-            config=jnp.asarray(-1, jnp.int32),
-            model_based=jnp.asarray(False),
-            bos_active=jnp.asarray(False),
-            sigma=jnp.zeros((N,), fdtype),
-            curve=jnp.full((N,), jnp.nan, fdtype),
-            run_sum=jnp.zeros((), fdtype),
-            table=empty_table(),
-            table_ready=jnp.asarray(False),
-            k1=jnp.asarray(jnp.nan, fdtype),
-            xi=jnp.zeros((), fdtype),
-            best_error=jnp.ones((), fdtype),
-            bos_key=key,
-        )
+def _empty_table(cfg: BoBosConfig) -> bos.DecisionTable:
+    T = cfg.N - cfg.n0 if cfg.early_stopping else 0
+    n0_ = cfg.n0 if cfg.early_stopping else 0
+    z = lambda shape, dt=cfg.fdtype: jnp.zeros(shape, dt)  # noqa: E731
+    return bos.DecisionTable(
+        actions=z((T, cfg.num_bins), jnp.int32),
+        losses=z((T, cfg.num_bins, 3)),
+        prob=z((T, cfg.num_bins)),
+        counts=z((T, cfg.num_bins), jnp.int32),
+        edges=z((cfg.num_bins + 1,)),
+        first_epoch=jnp.asarray(n0_ + 1, jnp.int32),
+        num_valid=jnp.zeros((), jnp.int32),
+        dropped_variance=z(()),
+    )
 
-    def _fit(state: BoBosState):
-        # GP over [x, n / N] on the standardised losses, warm-started (Algorithm 1, line 2).
-        z, _, _ = gp.standardize(state.y, state.mask)
-        p_new, fit_info = gp.fit(state.X, z, state.mask, init=state.gp_params, steps=gp_fit_steps)
-        return z, p_new, fit_info.finite
 
-    def _select(key, state: BoBosState, z, p_new, finite, params):
-        k_pick, k_bos = jax.random.split(key)
-        p = jax.tree.map(lambda a, b: jnp.where(finite, a, b), p_new, state.gp_params)
-        post = gp.posterior(p, state.X, z, state.mask)
-        mu, var = gp.predict(post, cand_final)
-        t = (state.count + 1).astype(fdtype)
-        beta = regret_bound.beta(t, jnp.asarray(M, fdtype), params.beta_delta, params.beta_scale)  # GP-UCB's beta
-        lcb = mu - jnp.sqrt(jnp.maximum(beta, 0)) * jnp.sqrt(var)
-        lcb = jnp.where(state.evaluated | jnp.isnan(lcb), jnp.inf, lcb)
-        u = jax.random.uniform(k_pick, (M,), fdtype)
-        random_pick = jnp.argmax(jnp.where(state.evaluated, -1, u)).astype(jnp.int32)
-        usable = post.ok & jnp.all(jnp.isfinite(mu)) & jnp.all(jnp.isfinite(var))
-        model = (state.count >= params.num_init) & usable
-        idx = jnp.where(model, jnp.argmin(lcb).astype(jnp.int32), random_pick)
-        x = cand[idx]
-        # sigma_{t-1}([x, n / N]) for n = 1..N, for C2 (the posterior that chose x).
-        Xq = jnp.concatenate([jnp.broadcast_to(x, (N, d)), fid[:, None]], axis=1)
-        _, var_n = gp.predict(post, Xq)
-        t_bo = (state.count - params.num_init + 1).astype(fdtype)
-        k1 = schedules.k1(t_bo, params.k1_init, params.k1_gamma)  # Theorem 2: K_{1,t} = K_{1,t-1} / gamma
-        xi = schedules.xi(t_bo, params.xi_noise_var, params.xi_delta)  # Theorem 1
-        best_error = jnp.where(jnp.isfinite(state.best_value),
-                               jnp.clip((state.best_value - params.loss_lo) / (params.loss_hi - params.loss_lo),
-                                        0, 1), 1).astype(fdtype)
-        active = jnp.asarray(early_stopping) & (state.count >= params.num_init) & usable
-        state = state._replace(
-            gp_params=p,
-            config=idx,
-            model_based=model,
-            bos_active=active,
-            sigma=jnp.sqrt(var_n),
-            curve=jnp.full((N,), jnp.nan, fdtype),
-            run_sum=jnp.zeros((), fdtype),
-            table_ready=jnp.asarray(False),
-            k1=k1.astype(fdtype),
-            xi=xi.astype(fdtype),
-            best_error=best_error,
-            bos_key=k_bos,
-        )
-        return make_job(idx, x, N), state
+def _to_error(cfg: BoBosConfig, v, params):
+    eps = float(jnp.finfo(cfg.fdtype).eps)
+    e = (v - params.loss_lo) / (params.loss_hi - params.loss_lo)
+    return jnp.clip(e, eps, 1 - eps)
 
-    def _ask(key, state: BoBosState, params):
-        return _select(key, state, *_fit(state), params)
 
-    def _record(state: BoBosState, epoch, value, params):
-        """Stores the epoch's loss; says whether to solve BOS now and with what."""
-        e = jnp.asarray(epoch, jnp.int32)
-        v = jnp.asarray(value).astype(fdtype)
-        i = jnp.clip(e - 1, 0, N - 1)
-        curve = state.curve.at[i].set(jnp.where((e >= 1) & (e <= N), v, state.curve[i]))
-        state = state._replace(curve=curve)
-        if not early_stopping:
-            return state, jnp.asarray(False), ()
-        # Line 5: solve the BOS problem once, after epoch N0.
-        prefix = to_error(curve[:n0], params)
-        solve_now = state.bos_active & (e == n0) & jnp.all(jnp.isfinite(curve[:n0]))
-        operand = (state.bos_key, prefix, state.best_error, state.k1, params.k2, params.cost, state.xi)
-        return state, solve_now, operand
+def _solve(cfg: BoBosConfig, operand):
+    key, prefix, best_error, k1, k2, cost, xi = operand
+    table = bos.solve(key, prefix, best_error, cfg.N, k1, k2, cost, num_paths=cfg.num_paths,
+                      num_bins=cfg.num_bins, mode=cfg.mode, xi=xi, fit_steps=cfg.curve_fit_steps)
+    return jax.tree.map(lambda a, b: a.astype(b.dtype), table, _empty_table(cfg))
 
-    def _decide(state: BoBosState, table, solve_now, epoch, value, params):
-        """Lines 6-9: stop when C1 (the BOS decision is d1) and C2 hold, for N0 < n < N."""
-        e = jnp.asarray(epoch, jnp.int32)
-        v = jnp.asarray(value).astype(fdtype)
-        i = jnp.clip(e - 1, 0, N - 1)
-        ready = state.table_ready | solve_now
-        after = e > n0
-        run_sum = state.run_sum + jnp.where(after, to_error(v, params), 0)
-        running_mean = run_sum / jnp.maximum(e - n0, 1).astype(fdtype)
-        c1 = bos.decide(table, e, running_mean) == bos.ACTION_STOP
-        c2 = state.sigma[i] >= state.sigma[N - 1] / params.kappa
-        stop = state.bos_active & ready & after & (e < N) & c1 & c2
-        return state._replace(table=table, table_ready=ready, run_sum=run_sum), stop
 
-    def _report(state: BoBosState, job: Job, epoch, value, params):
-        state, solve_now, operand = _record(state, epoch, value, params)
-        if not early_stopping:
-            return state, jnp.asarray(False)
-        table = gated_solve(solve_now, operand, state.table)
-        return _decide(state, table, solve_now, epoch, value, params)
+def init(cfg: BoBosConfig, key, params) -> BoBosState:
+    """``init(key, params=None) -> state``: an empty GP buffer, default GP hyperparameters,
+    no incumbent; ``key`` seeds the BOS solves' stream."""
+    M, d = cfg.cand.shape
+    cap = cfg.max_evals * (len(cfg.inter) + 1)
+    fdtype, N = cfg.fdtype, cfg.N
+    return BoBosState(
+        X=jnp.zeros((cap, d + 1), fdtype),
+        y=jnp.zeros((cap,), fdtype),
+        mask=jnp.zeros((cap,), bool),
+        gp_params=gp.params(1.0, [0.5] * (d + 1), 1e-2, 0.0, dtype=fdtype),
+        evaluated=jnp.zeros((M,), bool),
+        count=jnp.zeros((), jnp.int32),
+        incumbent_value=jnp.asarray(jnp.inf, fdtype),
+        best_config=jnp.asarray(-1, jnp.int32),
+        num_stopped=jnp.zeros((), jnp.int32),
+        config=jnp.asarray(-1, jnp.int32),
+        model_based=jnp.asarray(False),
+        bos_active=jnp.asarray(False),
+        sigma=jnp.zeros((N,), fdtype),
+        curve=jnp.full((N,), jnp.nan, fdtype),
+        run_sum=jnp.zeros((), fdtype),
+        table=_empty_table(cfg),
+        table_ready=jnp.asarray(False),
+        k1=jnp.asarray(jnp.nan, fdtype),
+        xi=jnp.zeros((), fdtype),
+        best_error=jnp.ones((), fdtype),
+        bos_key=key,
+    )
 
-    def _tell(state: BoBosState, job: Job, result: Result, params):
-        c = jnp.clip(jnp.asarray(job.config, jnp.int32), 0, M - 1)
-        x = cand[c]
-        epoch = jnp.asarray(result.epoch, jnp.int32)
-        value = jnp.asarray(result.value).astype(fdtype)
-        stopped = jnp.asarray(result.stopped, bool)
-        room = state.count < max_evals
-        base = state.count * (K + 1)
-        X, y, mask = state.X, state.y, state.mask
-        for k in range(K):  # line 11, plus the intermediate observations before n_t
-            ek = int(inter_np[k])
-            obs = state.curve[ek - 1]
-            ok = room & (ek < epoch) & jnp.isfinite(obs)
-            row = jnp.concatenate([x, jnp.full((1,), ek / N, fdtype)])
-            X = X.at[base + k].set(row, mode="drop")
-            y = y.at[base + k].set(jnp.where(ok, obs, 0), mode="drop")
-            mask = mask.at[base + k].set(ok, mode="drop")
-        ok = room & jnp.isfinite(value)
-        n_t = jnp.clip(epoch, 1, N).astype(fdtype) / N
-        X = X.at[base + K].set(jnp.concatenate([x, n_t[None]]), mode="drop")
-        y = y.at[base + K].set(jnp.where(ok, value, 0), mode="drop")
-        mask = mask.at[base + K].set(ok, mode="drop")
-        better = ~stopped & (value < state.best_value)  # NaN never becomes the incumbent
-        evaluated = state.evaluated.at[c].set(True)
-        count = state.count + 1
-        state = state._replace(
-            X=X, y=y, mask=mask, evaluated=evaluated, count=count,
-            best_value=jnp.where(better, value, state.best_value),
-            best_config=jnp.where(better, c, state.best_config),
-            num_stopped=state.num_stopped + stopped.astype(jnp.int32),
-        )
-        info = BoBosInfo(
-            terminate=(count >= max_evals) | jnp.all(evaluated),
-            incumbent=state.best_config,
-            best_value=state.best_value,
-            stopped=stopped,
-            epoch=epoch,
-            model_based=state.model_based,
-            bo_iteration=(count - 1 - params.num_init + 1).astype(jnp.int32),
-            k1=state.k1,
-        )
-        return state, info
 
-    # Eager use (a Python loop over the protocol): the GP fit and the BOS solve are
-    # called directly, so their compiled kernels are shared by every policy with the
-    # same shapes, and only the small glue is jitted per policy. Traced (sim.run,
-    # jit, vmap): the whole step is traced into the caller's program.
-    init_j, tell_j = jax.jit(_init), jax.jit(_tell)
-    select_j, record_j, decide_j = jax.jit(_select), jax.jit(_record), jax.jit(_decide)
+def _fit(cfg: BoBosConfig, state: BoBosState):
+    # GP over [x, n / N] on the standardised losses, warm-started (Algorithm 1, line 2).
+    z, _, _ = gp.standardize(state.y, state.mask)
+    p_new, fit_info = gp.fit(state.X, z, state.mask, init=state.gp_params, steps=cfg.gp_fit_steps)
+    return z, p_new, fit_info.finite
 
-    def _concrete(*trees):
-        return all(checks.is_concrete(a) for a in jax.tree_util.tree_leaves(trees))
 
-    def _params(params):
-        if params is None:
-            return default_params()
-        check_params(params)
-        return params
+def _select(cfg: BoBosConfig, key, state: BoBosState, z, p_new, finite, params):
+    fdtype, N, cand = cfg.fdtype, cfg.N, cfg.cand
+    M, d = cand.shape
+    k_pick, k_bos = jax.random.split(key)
+    p = jax.tree.map(lambda a, b: jnp.where(finite, a, b), p_new, state.gp_params)
+    post = gp.posterior(p, state.X, z, state.mask)
+    mu, var = gp.predict(post, cfg.cand_final)
+    t = (state.count + 1).astype(fdtype)
+    beta = regret_bound.beta(t, jnp.asarray(M, fdtype), params.beta_delta, params.beta_scale)  # GP-UCB's beta
+    lcb = mu - jnp.sqrt(jnp.maximum(beta, 0)) * jnp.sqrt(var)
+    lcb = jnp.where(state.evaluated | jnp.isnan(lcb), jnp.inf, lcb)
+    u = jax.random.uniform(k_pick, (M,), fdtype)
+    random_pick = jnp.argmax(jnp.where(state.evaluated, -1, u)).astype(jnp.int32)
+    usable = post.ok & jnp.all(jnp.isfinite(mu)) & jnp.all(jnp.isfinite(var))
+    model = (state.count >= params.num_init) & usable
+    idx = jnp.where(model, jnp.argmin(lcb).astype(jnp.int32), random_pick)
+    x = cand[idx]
+    # sigma_{t-1}([x, n / N]) for n = 1..N, for C2 (the posterior that chose x).
+    Xq = jnp.concatenate([jnp.broadcast_to(x, (N, d)), cfg.fid[:, None]], axis=1)
+    _, var_n = gp.predict(post, Xq)
+    t_bo = (state.count - params.num_init + 1).astype(fdtype)
+    k1 = schedules.k1(t_bo, params.k1_init, params.k1_gamma)  # Theorem 2: K_{1,t} = K_{1,t-1} / gamma
+    xi = schedules.xi(t_bo, params.xi_noise_var, params.xi_delta)  # Theorem 1
+    best_error = jnp.where(jnp.isfinite(state.incumbent_value),
+                           jnp.clip((state.incumbent_value - params.loss_lo) / (params.loss_hi - params.loss_lo),
+                                    0, 1), 1).astype(fdtype)
+    active = jnp.asarray(cfg.early_stopping) & (state.count >= params.num_init) & usable
+    state = state._replace(
+        gp_params=p,
+        config=idx,
+        model_based=model,
+        bos_active=active,
+        sigma=jnp.sqrt(var_n),
+        curve=jnp.full((N,), jnp.nan, fdtype),
+        run_sum=jnp.zeros((), fdtype),
+        table_ready=jnp.asarray(False),
+        k1=k1.astype(fdtype),
+        xi=xi.astype(fdtype),
+        best_error=best_error,
+        bos_key=k_bos,
+    )
+    return make_job(idx, x, N), state
 
-    def init(key, params=None):
-        return init_j(key, _params(params))
 
-    def ask(key, state: BoBosState, params=None):
-        params = _params(params)
-        if not _concrete(key, state, params):
-            return _ask(key, state, params)
-        return select_j(key, state, *_fit(state), params)
+def ask(cfg: BoBosConfig, key, state: BoBosState, params):
+    """``ask(key, state, params=None) -> (job, state)``: refits the GP on ``[x, n / N]``
+    (warm-started) and picks the unevaluated candidate with the lowest LCB at full training
+    (uniformly at random for the first ``num_init`` jobs or when the GP is unusable); sets up
+    the job's BOS inputs (``K1``, ``xi``, incumbent error) and the stds of condition C2."""
+    return _select(cfg, key, state, *_fit(cfg, state), params)
 
-    def report(state: BoBosState, job: Job, epoch, value, params=None):
-        params = _params(params)
-        if not _concrete(state, job, epoch, value, params):
-            return _report(state, job, epoch, value, params)
-        state, solve_now, operand = record_j(state, epoch, value, params)
-        if not early_stopping:
-            return state, jnp.asarray(False)
-        table = solve(operand) if bool(solve_now) else state.table
-        return decide_j(state, table, solve_now, epoch, value, params)
 
-    def tell(state: BoBosState, job: Job, result: Result, params=None):
-        return tell_j(state, job, result, _params(params))
+def ask_eager(static, key, state: BoBosState, params):
+    """``ask`` outside ``jit``: :func:`jaxstop.gp.fit`'s own compiled program, then the
+    jitted selection."""
+    return jit_step(_select)(static, key, state, *_fit(static.value, state), params)
 
-    return Policy(init, ask, report if needs_report else None, tell, default_params)
+
+def _record(cfg: BoBosConfig, state: BoBosState, epoch, value, params):
+    """Stores the epoch's loss; says whether to solve BOS now and with what."""
+    N, n0 = cfg.N, cfg.n0
+    e = jnp.asarray(epoch, jnp.int32)
+    v = jnp.asarray(value).astype(cfg.fdtype)
+    i = jnp.clip(e - 1, 0, N - 1)
+    curve = state.curve.at[i].set(jnp.where((e >= 1) & (e <= N), v, state.curve[i]))
+    state = state._replace(curve=curve)
+    if not cfg.early_stopping:
+        return state, jnp.asarray(False), ()
+    # Line 5: solve the BOS problem once, after epoch N0.
+    prefix = _to_error(cfg, curve[:n0], params)
+    solve_now = state.bos_active & (e == n0) & jnp.all(jnp.isfinite(curve[:n0]))
+    operand = (state.bos_key, prefix, state.best_error, state.k1, params.k2, params.cost, state.xi)
+    return state, solve_now, operand
+
+
+def _decide(cfg: BoBosConfig, state: BoBosState, table, solve_now, epoch, value, params):
+    """Lines 6-9: stop when C1 (the BOS decision is d1) and C2 hold, for N0 < n < N."""
+    N, n0 = cfg.N, cfg.n0
+    e = jnp.asarray(epoch, jnp.int32)
+    v = jnp.asarray(value).astype(cfg.fdtype)
+    i = jnp.clip(e - 1, 0, N - 1)
+    ready = state.table_ready | solve_now
+    after = e > n0
+    run_sum = state.run_sum + jnp.where(after, _to_error(cfg, v, params), 0)
+    running_mean = run_sum / jnp.maximum(e - n0, 1).astype(cfg.fdtype)
+    c1 = bos.decide(table, e, running_mean) == bos.ACTION_STOP
+    c2 = state.sigma[i] >= state.sigma[N - 1] / params.kappa
+    stop = state.bos_active & ready & after & (e < N) & c1 & c2
+    return state._replace(table=table, table_ready=ready, run_sum=run_sum), stop
+
+
+def report(cfg: BoBosConfig, state: BoBosState, job: Job, epoch, value, params):
+    """``report(state, job, epoch, value, params=None) -> (state, stop)``: records the
+    epoch's loss; after epoch ``N0`` solves the BOS problem once (:func:`jaxstop.bos.solve`)
+    and afterwards stops when C1 (the BOS decision is to stop) and C2 (the std at
+    ``[x, n / N]`` is at least ``1 / kappa`` of the std at ``[x, 1]``) hold, ``N0 < n < N``."""
+    state, solve_now, operand = _record(cfg, state, epoch, value, params)
+    if not cfg.early_stopping:
+        return state, jnp.asarray(False)
+    table = _gated(functools.partial(_solve, cfg))(solve_now, operand, state.table)
+    return _decide(cfg, state, table, solve_now, epoch, value, params)
+
+
+def report_eager(static, state: BoBosState, job: Job, epoch, value, params):
+    """``report`` outside ``jit``: the BOS solve (:func:`jaxstop.bos.solve`'s own compiled
+    program) runs only at epoch ``N0``, between the jitted bookkeeping pieces."""
+    state, solve_now, operand = jit_step(_record)(static, state, epoch, value, params)
+    if not static.value.early_stopping:
+        return state, jnp.asarray(False)
+    table = _solve(static.value, operand) if bool(solve_now) else state.table
+    return jit_step(_decide)(static, state, table, solve_now, epoch, value, params)
+
+
+def tell(cfg: BoBosConfig, state: BoBosState, job: Job, result: Result, params):
+    """``tell(state, job, result, params=None) -> (state, BoBosInfo)``: adds the final
+    observation ``[x, n_t / N]`` and the intermediate ones before ``n_t`` to the GP buffer,
+    marks the candidate evaluated and updates the incumbent with completed (not stopped)
+    evaluations; terminates after ``max_evals`` evaluations or when every candidate is done."""
+    fdtype, N = cfg.fdtype, cfg.N
+    M = cfg.cand.shape[0]
+    K = len(cfg.inter)
+    c = jnp.clip(jnp.asarray(job.config, jnp.int32), 0, M - 1)
+    x = cfg.cand[c]
+    epoch = jnp.asarray(result.epoch, jnp.int32)
+    value = jnp.asarray(result.value).astype(fdtype)
+    stopped = jnp.asarray(result.stopped, bool)
+    room = state.count < cfg.max_evals
+    base = state.count * (K + 1)
+    X, y, mask = state.X, state.y, state.mask
+    for k, ek in enumerate(cfg.inter):  # line 11, plus the intermediate observations before n_t
+        obs = state.curve[ek - 1]
+        ok = room & (ek < epoch) & jnp.isfinite(obs)
+        row = jnp.concatenate([x, jnp.full((1,), ek / N, fdtype)])
+        X = X.at[base + k].set(row, mode="drop")
+        y = y.at[base + k].set(jnp.where(ok, obs, 0), mode="drop")
+        mask = mask.at[base + k].set(ok, mode="drop")
+    ok = room & jnp.isfinite(value)
+    n_t = jnp.clip(epoch, 1, N).astype(fdtype) / N
+    X = X.at[base + K].set(jnp.concatenate([x, n_t[None]]), mode="drop")
+    y = y.at[base + K].set(jnp.where(ok, value, 0), mode="drop")
+    mask = mask.at[base + K].set(ok, mode="drop")
+    inc = update_incumbent(Incumbent(state.incumbent_value, state.best_config), value, c, ok=~stopped)
+    evaluated = state.evaluated.at[c].set(True)
+    count = state.count + 1
+    state = state._replace(
+        X=X, y=y, mask=mask, evaluated=evaluated, count=count,
+        incumbent_value=inc.value, best_config=inc.config,
+        num_stopped=state.num_stopped + stopped.astype(jnp.int32),
+    )
+    info = BoBosInfo(
+        terminate=(count >= cfg.max_evals) | jnp.all(evaluated),
+        incumbent=inc.config,
+        incumbent_value=inc.value,
+        stopped=stopped,
+        epoch=epoch,
+        model_based=state.model_based,
+        bo_iteration=(count - 1 - params.num_init + 1).astype(jnp.int32),
+        k1=state.k1,
+    )
+    return state, info

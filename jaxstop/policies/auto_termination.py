@@ -82,17 +82,17 @@ is no incumbent and the CV part is 0.
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
-import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.typing import ArrayLike
 
-from jaxstop import gp
-from jaxstop._src import checks as _checks, gp_core as _gp_core, regret_bound as _regret_bound
+from jaxstop._src import checks as _checks
 from jaxstop._src import termination as _termination
-from jaxstop.policies._base import Job, Policy, Result, make_job
+from jaxstop.policies import _auto_termination_steps as _steps
+from jaxstop.policies._auto_termination_steps import AutoTerminationInfo as AutoTerminationInfo
+from jaxstop.policies._auto_termination_steps import AutoTerminationParams as AutoTerminationParams
+from jaxstop.policies._auto_termination_steps import AutoTerminationState as AutoTerminationState
+from jaxstop.policies._base import Policy, build_policy
 
 __all__ = [
     "AutoTerminationInfo",
@@ -102,89 +102,6 @@ __all__ = [
 ]
 
 _ACQUISITIONS = ("ei", "ucb")
-_LOCAL_SD = 0.05
-
-
-class AutoTerminationParams(NamedTuple):
-    """Numeric hyperparameters of :func:`auto_termination_bo` (a pytree; vmap over it).
-
-    Attributes:
-        fold_scores: Cross-validation fold scores of every table row, shape
-            (num_configs, k); (num_configs, 0) or (0, 0) without CV.
-        threshold_scale: Multiplier of the CV threshold of Eq. (9)-(10), () (1.0).
-        threshold: Fixed part of the threshold in loss units, () (0 with CV).
-        beta_scale: ``scale`` of :func:`jaxstop.regret.beta`, () (0.2).
-        delta: ``delta`` of :func:`jaxstop.regret.beta`, () (0.1).
-    """
-
-    fold_scores: jax.Array
-    threshold_scale: jax.Array
-    threshold: jax.Array
-    beta_scale: jax.Array
-    delta: jax.Array
-
-
-class AutoTerminationState(NamedTuple):
-    """State of :func:`auto_termination_bo`.
-
-    Attributes:
-        X: Evaluated configurations, shape (max_evals, d).
-        y: Their losses, shape (max_evals,).
-        config: Their table rows (-1 in cube mode), shape (max_evals,) int32.
-        mask: Which rows of ``X`` / ``y`` are real with a finite loss, (max_evals,) bool.
-        evaluated: Table rows evaluated so far, shape (num_configs,) bool ((0,) in cube mode).
-        count: Number of evaluations told, int32 ().
-        gp_params: GP hyperparameters of the last fit (standardised scale), the warm
-            start of the next fit and the model of the next acquisition.
-        gp_inv_hessian: The last fit's quasi-Newton inverse Hessian, shape (d + 3, d + 3):
-            the next fit's steps start with that curvature (zeros before the first fit: none).
-        beta: ``beta`` of the last bound, ().
-        key: The stream of the bound's random domain points (cube mode).
-    """
-
-    X: jax.Array
-    y: jax.Array
-    config: jax.Array
-    mask: jax.Array
-    evaluated: jax.Array
-    count: jax.Array
-    gp_params: gp.GPParams
-    gp_inv_hessian: jax.Array
-    beta: jax.Array
-    key: jax.Array
-
-
-class AutoTerminationInfo(NamedTuple):
-    """Info of :func:`auto_termination_bo`.
-
-    Attributes:
-        terminate: ``criterion``, or the budget ``max_evals`` / the table is used up, bool ().
-        incumbent: Table row of the lowest loss (-1 before the first finite loss and in
-            cube mode), int32 ().
-        best_value: The lowest loss, ().
-        incumbent_x: Its configuration vector, shape (d,).
-        bound: Regret upper bound of Eq. (8) in loss units, () (+inf when ``ok`` is False).
-        threshold: The stopping threshold in loss units, ().
-        criterion: ``(num_evaluations >= min_iterations) & (bound < threshold)``, bool ().
-        ucb_min: Minimum UCB over the fitted points, loss units, ().
-        lcb_min: Minimum LCB over the domain, loss units, ().
-        num_fitted: Points in the GP fit, int32 ().
-        num_evaluations: Evaluations told, int32 ().
-        ok: Whether the GP fit and the bound are usable, bool ().
-    """
-
-    terminate: jax.Array
-    incumbent: jax.Array
-    best_value: jax.Array
-    incumbent_x: jax.Array
-    bound: jax.Array
-    threshold: jax.Array
-    criterion: jax.Array
-    ucb_min: jax.Array
-    lcb_min: jax.Array
-    num_fitted: jax.Array
-    num_evaluations: jax.Array
-    ok: jax.Array
 
 
 def auto_termination_bo(
@@ -359,151 +276,18 @@ def auto_termination_bo(
             raise ValueError("give fold_scores (cross-validation threshold, table mode) or a fixed threshold")
         threshold = _checks.nonneg_float(threshold, "threshold")
         folds = jnp.zeros((num_configs, 0), fdtype)
-    folds_shape = tuple(folds.shape)
-
     capacity = _termination.top_capacity(max_evals, fraction, min_points)
     fit_cfg = _termination.FitConfig(
         capacity=capacity, fraction=fraction, min_points=min_points, beta_t=beta_t, steps=fit_steps,
         fit_mean=bool(fit_mean), min_noise=min_noise, num_random=num_candidates if cube else 0,
         refine_steps=refine_steps, refine_starts=refine_starts, chunk_size=chunk_size, fit_tol=fit_tol,
     )
-    dim_mask = np.ones((d,), bool)
-    ucb = acquisition == "ucb"
-    num_uniform = num_candidates - num_candidates // 4
-
-    def default_params():
-        return AutoTerminationParams(
-            folds, jnp.asarray(threshold_scale, fdtype), jnp.asarray(threshold, fdtype),
-            jnp.asarray(beta_scale, fdtype), jnp.asarray(delta, fdtype),
-        )
-
-    def check_params(params):
-        if params is None:
-            return default_params()
-        if not isinstance(params, AutoTerminationParams):
-            raise TypeError(f"params must be an AutoTerminationParams (see policy.default_params()), "
-                            f"got {type(params).__name__}")
-        if tuple(jnp.shape(params.fold_scores)) != folds_shape:
-            raise ValueError(f"params.fold_scores must have shape {folds_shape} like the factory's fold_scores, "
-                             f"got {tuple(jnp.shape(params.fold_scores))}")
-        for name in ("threshold_scale", "threshold", "beta_scale", "delta"):
-            if jnp.ndim(getattr(params, name)) != 0:
-                raise ValueError(f"params.{name} must be a scalar, got shape {jnp.shape(getattr(params, name))}")
-        return jax.tree_util.tree_map(lambda a: jnp.asarray(a, fdtype), params)
-
-    def init(key, params=None):
-        check_params(params)
-        return AutoTerminationState(
-            jnp.zeros((max_evals, d), fdtype),
-            jnp.zeros((max_evals,), fdtype),
-            jnp.full((max_evals,), -1, jnp.int32),
-            jnp.zeros((max_evals,), bool),
-            jnp.zeros((num_configs,), bool),
-            jnp.zeros((), jnp.int32),
-            _termination.default_params(d, jnp.asarray(dim_mask), fdtype),
-            jnp.zeros((d + 3, d + 3), fdtype),  # no curvature yet: the first fit starts cold
-            jnp.zeros((), fdtype),
-            key,
-        )
-
-    def incumbent_of(state):
-        keyed = jnp.where(state.mask, state.y, jnp.inf)
-        i = jnp.argmin(keyed)
-        has = state.mask[i]
-        return i, has, keyed[i]
-
-    def scores(state, Xq):
-        """Acquisition scores (larger is better) at ``Xq`` from the state's GP."""
-        _, tmask, _, Xt, z, _, _ = _termination.standardized_top(state.X, state.y, state.mask, capacity,
-                                                                 fraction, min_points)
-        post = _gp_core.posterior(state.gp_params, Xt, z, tmask)
-        mu, var = _gp_core.predict_chunked(post, Xq, chunk_size)
-        sd = jnp.sqrt(var)
-        if ucb:
-            s = -(mu - jnp.sqrt(jnp.maximum(state.beta, 0)) * sd)
-        else:
-            s = _regret_bound.ei(mu, sd, jnp.min(jnp.where(tmask, z, jnp.inf)))
-        usable = post.ok & jnp.any(tmask)
-        return jnp.where(usable & jnp.isfinite(s), s, -jnp.inf)
-
-    def ask(key, state: AutoTerminationState, params=None):
-        check_params(params)
-        k_rand, k_unif, k_local = jax.random.split(key, 3)
-        if cube:
-            x_rand = jax.random.uniform(k_rand, (d,), fdtype)
-            i, has, _ = incumbent_of(state)
-            centre = jnp.where(has, state.X[i], 0.5)
-            noise = jax.random.normal(k_local, (num_candidates - num_uniform, d), fdtype)
-            local = jnp.clip(centre[None, :] + _LOCAL_SD * noise, 0, 1)
-            Xq = jnp.concatenate([jax.random.uniform(k_unif, (num_uniform, d), fdtype), local])
-
-            def model():
-                s = scores(state, Xq)
-                j = jnp.argmax(s)
-                return jnp.where(jnp.isfinite(s[j]), Xq[j], x_rand)
-
-            x = jax.lax.cond(state.count < num_init, lambda: x_rand, model)
-            return make_job(-1, x, max_budget), state
-
-        # Table mode: a uniform unevaluated row (max of uniforms), or the acquisition's best.
-        u = jnp.where(state.evaluated, -1, jax.random.uniform(k_rand, (num_configs,), fdtype))
-        c_rand = jnp.argmax(u)
-
-        def model():
-            s = jnp.where(state.evaluated, -jnp.inf, scores(state, cand))
-            j = jnp.argmax(s)
-            return jnp.where(jnp.isfinite(s[j]), j, c_rand)
-
-        c = jax.lax.cond(state.count < num_init, lambda: c_rand, model).astype(jnp.int32)
-        return make_job(c, cand[c], max_budget), state
-
-    def tell(state: AutoTerminationState, job: Job, result: Result, params=None):
-        params = check_params(params)
-        n0 = state.count
-        write = n0 < max_evals
-        slot = jnp.minimum(n0, max_evals - 1)
-        value = jnp.asarray(result.value, fdtype)
-        if cube:
-            c = jnp.asarray(-1, jnp.int32)
-            x = jnp.asarray(job.x, fdtype)
-            evaluated = state.evaluated
-        else:
-            c = jnp.clip(jnp.asarray(job.config, jnp.int32), 0, num_configs - 1)
-            x = cand[c]
-            evaluated = state.evaluated.at[c].set(state.evaluated[c] | write)
-        real = write & jnp.isfinite(value)
-        X = state.X.at[slot].set(jnp.where(write, x, state.X[slot]))
-        y = state.y.at[slot].set(jnp.where(write, jnp.where(real, value, 0), state.y[slot]))
-        config = state.config.at[slot].set(jnp.where(write, c, state.config[slot]))
-        mask = state.mask.at[slot].set(jnp.where(write, real, state.mask[slot]))
-        count = n0 + write.astype(jnp.int32)
-
-        fb = _termination.fit_and_bound(
-            jax.random.fold_in(state.key, count), X, y, mask, state.gp_params, cand, jnp.asarray(dim_mask),
-            jnp.asarray(d, fdtype), params.delta, params.beta_scale, fit_cfg, state.gp_inv_hessian,
-        )
-        keep = fb.fit_info.finite
-        gp_params = jax.tree_util.tree_map(lambda a, b: jnp.where(keep, a, b), fb.params, state.gp_params)
-        inv_hessian = jnp.where(keep, fb.inv_hessian, state.gp_inv_hessian)
-        state = AutoTerminationState(X, y, config, mask, evaluated, count, gp_params, inv_hessian,
-                                     jnp.where(keep, fb.beta, state.beta), state.key)
-
-        i, has, best = incumbent_of(state)
-        inc = jnp.where(has, config[i], -1).astype(jnp.int32)
-        thr = params.threshold
-        if folds_shape[1] > 0:
-            row = params.fold_scores[jnp.clip(inc, 0, num_configs - 1)]
-            cv = _termination.cv_threshold(row, jnp.ones(row.shape, bool), test_train_ratio, ddof)
-            thr = thr + params.threshold_scale * jnp.where(has, cv, 0)
-        rb = fb.bound
-        criterion = (count >= min_iterations) & (rb.bound < thr)
-        exhausted = count >= max_evals
-        if not cube:
-            exhausted = exhausted | jnp.all(evaluated)
-        info = AutoTerminationInfo(
-            criterion | exhausted, inc, best, jnp.where(has, X[i], jnp.zeros((d,), fdtype)), rb.bound, thr,
-            criterion, rb.ucb_min, rb.lcb_min, fb.num_top.astype(jnp.int32), count, rb.ok,
-        )
-        return state, info
-
-    return Policy(init, ask, None, tell, default_params)
+    cfg = _steps.AutoTerminationConfig(
+        cube=cube, num_configs=num_configs, d=d, max_budget=max_budget, max_evals=max_evals, num_init=num_init,
+        min_iterations=min_iterations, ucb=acquisition == "ucb", num_candidates=num_candidates,
+        num_uniform=num_candidates - num_candidates // 4, fit=fit_cfg, test_train_ratio=test_train_ratio,
+        ddof=ddof, cand=cand, folds=folds, threshold_scale=threshold_scale, threshold=threshold,
+        beta_scale=beta_scale, delta=delta, fdtype=fdtype,
+    )
+    return build_policy(cfg, init=_steps.init, ask=_steps.ask, tell=_steps.tell,
+                        default_params=_steps.default_params, check_params=_steps.check_params)

@@ -97,11 +97,12 @@ import numpy as np
 from jax.typing import ArrayLike
 
 from jaxstop._src import checks
-from jaxstop.policies._base import Policy
+from jaxstop.policies import _bo_bos_steps as _steps
+from jaxstop.policies._base import Policy, build_policy
 from jaxstop.policies._bo_bos_steps import BoBosInfo as BoBosInfo
 from jaxstop.policies._bo_bos_steps import BoBosParams as BoBosParams
 from jaxstop.policies._bo_bos_steps import BoBosState as BoBosState
-from jaxstop.policies._bo_bos_steps import build_policy, check_params_values
+from jaxstop.policies._bo_bos_steps import check_params_values
 
 __all__ = ["BoBosInfo", "BoBosParams", "BoBosState", "bo_bos", "gp_ucb", "default_intermediate_epochs"]
 
@@ -187,9 +188,14 @@ def _policy(
     curve_fit_steps = checks.positive_int(curve_fit_steps, "curve_fit_steps")
     gp_fit_steps = checks.positive_int(gp_fit_steps, "gp_fit_steps")
     check_params_values(defaults)
-    return build_policy(cand, N=N, max_evals=max_evals, n0=n0, inter=inter, early_stopping=early_stopping,
-                        num_paths=num_paths, num_bins=num_bins, mode=mode, curve_fit_steps=curve_fit_steps,
-                        gp_fit_steps=gp_fit_steps, defaults=defaults, fdtype=fdtype)
+    cfg = _steps.make_config(cand, N=N, max_evals=max_evals, n0=n0, inter=inter, early_stopping=early_stopping,
+                             num_paths=num_paths, num_bins=num_bins, mode=mode, curve_fit_steps=curve_fit_steps,
+                             gp_fit_steps=gp_fit_steps, defaults=defaults, fdtype=fdtype)
+    needs_report = early_stopping or len(inter) > 0
+    return build_policy(cfg, init=_steps.init, ask=_steps.ask, report=_steps.report if needs_report else None,
+                        tell=_steps.tell, default_params=_steps.default_params,
+                        check_params=_steps.checked_params,
+                        eager={"ask": _steps.ask_eager, "report": _steps.report_eager})
 
 
 _DEFAULTS = dict(

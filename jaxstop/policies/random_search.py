@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 from jax.typing import ArrayLike
 
 from jaxstop._src import checks as _checks
-from jaxstop.policies._base import Job, Policy, Result, make_job
+from jaxstop.policies._base import (Incumbent, Job, Policy, Result, build_policy, make_job, renamed_field,
+                                    update_incumbent)
 
 __all__ = ["random_search", "RandomSearchState", "RandomSearchInfo"]
 
@@ -21,24 +22,84 @@ class RandomSearchState(NamedTuple):
         order: The sampling order of table indices, shape (num_configs,) int32
             (empty in unit-cube mode).
         count: Number of jobs told so far, int32 ().
-        best_value: Lowest loss seen, ().
+        incumbent_value: Lowest loss seen, () (``best_value`` is its deprecated alias).
         best_config: Its table index (-1 before the first result / in cube mode), int32 ().
         best_x: Its configuration vector, shape (d,).
     """
 
     order: jax.Array
     count: jax.Array
-    best_value: jax.Array
+    incumbent_value: jax.Array
     best_config: jax.Array
     best_x: jax.Array
 
+    best_value = renamed_field("incumbent_value", "best_value")
+
 
 class RandomSearchInfo(NamedTuple):
-    """Info of :func:`random_search`: ``terminate``, ``incumbent`` and ``best_value``."""
+    """Info of :func:`random_search`: ``terminate``, ``incumbent`` and ``incumbent_value``
+    (the lowest loss seen; ``best_value`` is its deprecated alias)."""
 
     terminate: jax.Array
     incumbent: jax.Array
-    best_value: jax.Array
+    incumbent_value: jax.Array
+
+    best_value = renamed_field("incumbent_value", "best_value")
+
+
+class _Config(NamedTuple):
+    """The static configuration of :func:`random_search`."""
+
+    num_configs: int | None
+    max_budget: int
+    d: int
+    cube: bool
+    replace: bool
+    cand: Any
+    fdtype: Any
+
+
+def _init(cfg: _Config, key, params) -> RandomSearchState:
+    """``init(key, params=()) -> state``: a random order of the table rows (table mode)
+    and no incumbent yet."""
+    order = (
+        jnp.zeros((0,), jnp.int32)
+        if cfg.cube
+        else jax.random.permutation(key, cfg.num_configs).astype(jnp.int32)
+    )
+    return RandomSearchState(
+        order,
+        jnp.zeros((), jnp.int32),
+        jnp.asarray(jnp.inf, cfg.fdtype),
+        jnp.asarray(-1, jnp.int32),
+        jnp.zeros((cfg.d,), cfg.fdtype),
+    )
+
+
+def _ask(cfg: _Config, key, state: RandomSearchState, params):
+    """``ask(key, state, params=()) -> (job, state)``: the next row of the random order
+    (a uniform row with ``replace``; a uniform point of the cube in cube mode), trained
+    to ``max_budget``."""
+    if cfg.cube:
+        x = jax.random.uniform(key, (cfg.d,), cfg.fdtype)
+        return make_job(-1, x, cfg.max_budget), state
+    if cfg.replace:
+        idx = jax.random.randint(key, (), 0, cfg.num_configs, jnp.int32)
+    else:
+        idx = state.order[jnp.minimum(state.count, cfg.num_configs - 1)]
+    x = cfg.cand[idx].astype(cfg.fdtype) if cfg.cand is not None else jnp.zeros((0,), cfg.fdtype)
+    return make_job(idx, x, cfg.max_budget), state
+
+
+def _tell(cfg: _Config, state: RandomSearchState, job: Job, result: Result, params):
+    """``tell(state, job, result, params=()) -> (state, RandomSearchInfo)``: counts the job
+    and updates the incumbent (the lowest loss; NaN never, ties keep the earlier); the
+    study terminates once every row was evaluated (table mode without replacement)."""
+    inc = Incumbent(state.incumbent_value, state.best_config, state.best_x)
+    inc = update_incumbent(inc, jnp.asarray(result.value, cfg.fdtype), job.config, job.x)
+    state = RandomSearchState(state.order, state.count + 1, inc.value, inc.config, inc.x)
+    done = jnp.asarray(False) if (cfg.cube or cfg.replace) else state.count >= cfg.num_configs
+    return state, RandomSearchInfo(done, inc.config, inc.value)
 
 
 def random_search(
@@ -102,44 +163,5 @@ def random_search(
         num_configs = _checks.positive_int(num_configs, "num_configs")
     d = dim if cube else (cand.shape[1] if cand is not None else 0)
     fdtype = jnp.dtype(dtype) if dtype is not None else jnp.result_type(float)
-
-    def init(key, params=()):
-        order = (
-            jnp.zeros((0,), jnp.int32)
-            if cube
-            else jax.random.permutation(key, num_configs).astype(jnp.int32)
-        )
-        return RandomSearchState(
-            order,
-            jnp.zeros((), jnp.int32),
-            jnp.asarray(jnp.inf, fdtype),
-            jnp.asarray(-1, jnp.int32),
-            jnp.zeros((d,), fdtype),
-        )
-
-    def ask(key, state, params=()):
-        if cube:
-            x = jax.random.uniform(key, (d,), fdtype)
-            return make_job(-1, x, max_budget), state
-        if replace:
-            idx = jax.random.randint(key, (), 0, num_configs, jnp.int32)
-        else:
-            idx = state.order[jnp.minimum(state.count, num_configs - 1)]
-        x = cand[idx].astype(fdtype) if cand is not None else jnp.zeros((0,), fdtype)
-        return make_job(idx, x, max_budget), state
-
-    def tell(state, job: Job, result: Result, params=()):
-        value = jnp.asarray(result.value, fdtype)
-        better = value < state.best_value  # NaN losses never become the incumbent
-        state = RandomSearchState(
-            state.order,
-            state.count + 1,
-            jnp.where(better, value, state.best_value),
-            jnp.where(better, job.config, state.best_config),
-            jnp.where(better, job.x.astype(fdtype), state.best_x),
-        )
-        done = jnp.asarray(False) if (cube or replace) else state.count >= num_configs
-        return state, RandomSearchInfo(done, state.best_config, state.best_value)
-
-    return Policy(init, ask, None, tell, lambda: ())
-
+    cfg = _Config(num_configs, max_budget, d, cube, bool(replace), cand, fdtype)
+    return build_policy(cfg, init=_init, ask=_ask, tell=_tell)

@@ -33,7 +33,7 @@ Incumbent: the leader, i.e. the lowest loss at the highest budget reached.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -41,8 +41,8 @@ import numpy as np
 from jax.typing import ArrayLike
 
 from jaxstop import confidence
-from jaxstop.policies._base import Job, Policy, Result, make_job
-from jaxstop.policies._halving.params import check_candidates, default_params, float_dtype
+from jaxstop.policies._base import Job, Policy, Result, build_policy, make_job
+from jaxstop.policies._halving.params import HalvingParams, check_candidates, default_params, float_dtype
 from jaxstop.policies._halving.schedule import halving_schedule
 from jaxstop.policies._halving.slots import first, rank_key, sample_rows
 from jaxstop.policies._halving.uncertainty import check_window, push, uncertainty
@@ -109,6 +109,135 @@ def _leader(epochs, mu):
     return jnp.argmin(rank_key(mu, top)).astype(jnp.int32)
 
 
+class _Config(NamedTuple):
+    """The static configuration of :func:`subsampling`."""
+
+    num_configs: int
+    max_budget: int
+    uq: bool
+    window: int
+    n: int
+    step: int
+    total: int
+    cand: Any
+    fdtype: Any
+
+
+def _default_params(cfg: _Config) -> HalvingParams:
+    """The default :class:`~jaxstop.policies.HalvingParams` (``threshold`` is SS+'s)."""
+    return default_params(cfg.fdtype)
+
+
+def _init(cfg: _Config, key, params) -> SubsamplingState:
+    """``init(key, params=None) -> state``: ``num_start`` rows drawn without replacement,
+    all pending for the initial round."""
+    n, fdtype = cfg.n, cfg.fdtype
+    return SubsamplingState(
+        configs=sample_rows(key, cfg.num_configs, n),
+        epochs=jnp.zeros((n,), jnp.int32),
+        complete=jnp.zeros((n,), bool),
+        mu=jnp.full((n,), jnp.inf, fdtype),
+        sigma=jnp.zeros((n,), fdtype),
+        recent=jnp.full((n, cfg.window + 1 if cfg.uq else 0), jnp.nan, fdtype),
+        count=jnp.zeros((n,), jnp.int32),
+        pending=jnp.ones((n,), bool),
+        current=jnp.zeros((), jnp.int32),
+        round=jnp.zeros((), jnp.int32),
+        spent=jnp.zeros((), jnp.int32),
+        done=jnp.asarray(False),
+    )
+
+
+def _ask(cfg: _Config, key, state: SubsamplingState, params):
+    """``ask(key, state, params=None) -> (job, state)``: the first pending candidate of
+    the round resumes from its checkpoint for ``min(step, max_budget - epochs, budget -
+    spent)`` epochs (none once the study is done)."""
+    slot = first(state.pending)
+    start = state.epochs[slot]
+    active = state.pending[slot] & ~state.done
+    room = jnp.minimum(jnp.minimum(cfg.step, cfg.max_budget - start), cfg.total - state.spent)
+    budget_ = start + jnp.where(active, jnp.maximum(room, 0), 0)
+    row = state.configs[slot]
+    x = cfg.cand[row] if cfg.cand is not None else jnp.zeros((0,), cfg.fdtype)
+    return make_job(row, x, budget_, start), state._replace(current=slot)
+
+
+def _report(cfg: _Config, state: SubsamplingState, job: Job, epoch, value, params):
+    """``report(state, job, epoch, value, params=None) -> (state, False)`` (SS+ only):
+    buffers one loss of the outstanding job for the windowed uncertainty; never stops."""
+    v = jnp.asarray(value).astype(cfg.fdtype)
+    recent, count = push(state.recent, state.count, state.current, v)
+    return state._replace(recent=recent, count=count), jnp.asarray(False)
+
+
+def _select(cfg: _Config, s: SubsamplingState, params):
+    """Candidates of the next round (a non-empty mask unless nobody can train)."""
+    fdtype = cfg.fdtype
+    idx = jnp.asarray(np.arange(cfg.n, dtype=np.int32))
+    m = _leader(s.epochs, s.mu)
+    trainable = ~s.complete & jnp.isfinite(s.mu)
+    others = trainable & (idx != m)
+    if cfg.uq:
+        ok = jnp.isfinite(s.mu)
+        safe_mu = jnp.where(ok, s.mu, jnp.zeros((), fdtype))
+        p = confidence.prob_better(safe_mu, s.sigma, safe_mu[m], s.sigma[m])
+        has = s.count >= 2
+        wins = jnp.where(has & has[m], p >= params.threshold.astype(fdtype), s.mu < s.mu[m])
+    else:
+        wins = s.mu < s.mu[m]
+    beats = others & wins
+    best_other = jnp.argmin(rank_key(s.mu, trainable))
+    fallback = jnp.where(trainable[m], m, best_other)
+    alone = (idx == fallback) & trainable
+    return jnp.where(jnp.any(beats), beats, alone), m
+
+
+def _tell(cfg: _Config, state: SubsamplingState, job: Job, result: Result, params):
+    """``tell(state, job, result, params=None) -> (state, SubsamplingInfo)``: records the
+    result (epochs, loss, spent budget, completeness); at the end of a round chooses the
+    challengers that beat the leader (SS: lower loss; SS+: ``Pr(l_m >= l_i) >= threshold``)
+    for the next round; the study terminates when the budget is spent or nobody can train."""
+    s = state
+    slot = s.current
+    active = ~s.done & s.pending[slot]
+    value = jnp.asarray(result.value).astype(cfg.fdtype)
+    epoch = jnp.asarray(result.epoch).astype(jnp.int32)
+    budget_ = jnp.asarray(job.budget).astype(jnp.int32)
+    start = jnp.clip(jnp.asarray(job.start).astype(jnp.int32), 0, epoch)
+    ended = (epoch < budget_) | (epoch >= cfg.max_budget)
+    upd = lambda new, old: jnp.where(active, new, old)  # noqa: E731
+    s = s._replace(
+        epochs=s.epochs.at[slot].set(upd(epoch, s.epochs[slot])),
+        mu=s.mu.at[slot].set(upd(value, s.mu[slot])),
+        complete=s.complete.at[slot].set(upd(s.complete[slot] | ended, s.complete[slot])),
+        pending=s.pending.at[slot].set(s.pending[slot] & ~active),
+        spent=(s.spent + jnp.where(active, epoch - start, 0)).astype(jnp.int32),
+    )
+    if cfg.uq:
+        sigma, _, _ = uncertainty(s.recent, s.count, cfg.window, params)
+        s = s._replace(sigma=sigma)
+    out_of_budget = s.spent >= cfg.total
+    round_over = ~jnp.any(s.pending) & ~s.done & ~out_of_budget
+    chosen, _ = _select(cfg, s, params)
+    starts = round_over & jnp.any(chosen)
+    s = s._replace(
+        pending=jnp.where(starts, chosen, s.pending),
+        round=(s.round + jnp.where(starts, 1, 0)).astype(jnp.int32),
+        done=s.done | out_of_budget | (round_over & ~jnp.any(chosen)),
+    )
+    lead = _leader(s.epochs, s.mu)
+    has_inc = jnp.isfinite(s.mu[lead])
+    info = SubsamplingInfo(
+        terminate=s.done,
+        incumbent=jnp.where(has_inc, s.configs[lead], -1).astype(jnp.int32),
+        incumbent_value=s.mu[lead],
+        round=s.round,
+        chosen=jnp.where(starts, jnp.sum(chosen), -1).astype(jnp.int32),
+        leader=lead,
+    )
+    return s, info
+
+
 def subsampling(
     num_configs: int,
     max_budget: int,
@@ -167,117 +296,7 @@ def subsampling(
     fdtype = float_dtype(dtype)
     cand = check_candidates(candidates, num_configs, fdtype, False, "subsampling")
     uq = bool(uq)
-    n = sched.num_start
-    stp = sched.step
-    total = sched.total_budget
-    width = window + 1 if uq else 0
-    idx = np.arange(n, dtype=np.int32)
-
-    def _init(key, params):
-        cfg = sample_rows(key, num_configs, n)
-        return SubsamplingState(
-            configs=cfg,
-            epochs=jnp.zeros((n,), jnp.int32),
-            complete=jnp.zeros((n,), bool),
-            mu=jnp.full((n,), jnp.inf, fdtype),
-            sigma=jnp.zeros((n,), fdtype),
-            recent=jnp.full((n, width), jnp.nan, fdtype),
-            count=jnp.zeros((n,), jnp.int32),
-            pending=jnp.ones((n,), bool),
-            current=jnp.zeros((), jnp.int32),
-            round=jnp.zeros((), jnp.int32),
-            spent=jnp.zeros((), jnp.int32),
-            done=jnp.asarray(False),
-        )
-
-    def _ask(key, state: SubsamplingState, params):
-        slot = first(state.pending)
-        start = state.epochs[slot]
-        active = state.pending[slot] & ~state.done
-        room = jnp.minimum(jnp.minimum(stp, max_budget - start), total - state.spent)
-        budget_ = start + jnp.where(active, jnp.maximum(room, 0), 0)
-        row = state.configs[slot]
-        x = cand[row] if cand is not None else jnp.zeros((0,), fdtype)
-        return make_job(row, x, budget_, start), state._replace(current=slot)
-
-    def _report(state: SubsamplingState, job: Job, epoch, value, params):
-        v = jnp.asarray(value).astype(fdtype)
-        recent, count = push(state.recent, state.count, state.current, v)
-        return state._replace(recent=recent, count=count), jnp.asarray(False)
-
-    def select(s: SubsamplingState, params):
-        """Candidates of the next round (a non-empty mask unless nobody can train)."""
-        m = _leader(s.epochs, s.mu)
-        trainable = ~s.complete & jnp.isfinite(s.mu)
-        others = trainable & (jnp.asarray(idx) != m)
-        if uq:
-            ok = jnp.isfinite(s.mu)
-            safe_mu = jnp.where(ok, s.mu, jnp.zeros((), fdtype))
-            p = confidence.prob_better(safe_mu, s.sigma, safe_mu[m], s.sigma[m])
-            has = s.count >= 2
-            wins = jnp.where(has & has[m], p >= params.threshold.astype(fdtype), s.mu < s.mu[m])
-        else:
-            wins = s.mu < s.mu[m]
-        beats = others & wins
-        best_other = jnp.argmin(rank_key(s.mu, trainable))
-        fallback = jnp.where(trainable[m], m, best_other)
-        alone = (jnp.asarray(idx) == fallback) & trainable
-        return jnp.where(jnp.any(beats), beats, alone), m
-
-    def _tell(state: SubsamplingState, job: Job, result: Result, params):
-        s = state
-        slot = s.current
-        active = ~s.done & s.pending[slot]
-        value = jnp.asarray(result.value).astype(fdtype)
-        epoch = jnp.asarray(result.epoch).astype(jnp.int32)
-        budget_ = jnp.asarray(job.budget).astype(jnp.int32)
-        start = jnp.clip(jnp.asarray(job.start).astype(jnp.int32), 0, epoch)
-        ended = (epoch < budget_) | (epoch >= max_budget)
-        upd = lambda new, old: jnp.where(active, new, old)  # noqa: E731
-        s = s._replace(
-            epochs=s.epochs.at[slot].set(upd(epoch, s.epochs[slot])),
-            mu=s.mu.at[slot].set(upd(value, s.mu[slot])),
-            complete=s.complete.at[slot].set(upd(s.complete[slot] | ended, s.complete[slot])),
-            pending=s.pending.at[slot].set(s.pending[slot] & ~active),
-            spent=(s.spent + jnp.where(active, epoch - start, 0)).astype(jnp.int32),
-        )
-        if uq:
-            sigma, _, _ = uncertainty(s.recent, s.count, window, params)
-            s = s._replace(sigma=sigma)
-        out_of_budget = s.spent >= total
-        round_over = ~jnp.any(s.pending) & ~s.done & ~out_of_budget
-        chosen, _ = select(s, params)
-        starts = round_over & jnp.any(chosen)
-        s = s._replace(
-            pending=jnp.where(starts, chosen, s.pending),
-            round=(s.round + jnp.where(starts, 1, 0)).astype(jnp.int32),
-            done=s.done | out_of_budget | (round_over & ~jnp.any(chosen)),
-        )
-        lead = _leader(s.epochs, s.mu)
-        has_inc = jnp.isfinite(s.mu[lead])
-        info = SubsamplingInfo(
-            terminate=s.done,
-            incumbent=jnp.where(has_inc, s.configs[lead], -1).astype(jnp.int32),
-            incumbent_value=s.mu[lead],
-            round=s.round,
-            chosen=jnp.where(starts, jnp.sum(chosen), -1).astype(jnp.int32),
-            leader=lead,
-        )
-        return s, info
-
-    init_j, ask_j, report_j, tell_j = jax.jit(_init), jax.jit(_ask), jax.jit(_report), jax.jit(_tell)
-    default = lambda: default_params(fdtype)  # noqa: E731
-
-    def init(key, params=None):
-        return init_j(key, default() if params is None else params)
-
-    def ask(key, state: SubsamplingState, params=None):
-        return ask_j(key, state, default() if params is None else params)
-
-    def report(state: SubsamplingState, job: Job, epoch, value, params=None):
-        return report_j(state, job, epoch, value, default() if params is None else params)
-
-    def tell(state: SubsamplingState, job: Job, result: Result, params=None):
-        return tell_j(state, job, result, default() if params is None else params)
-
-    return Policy(init, ask, report if uq else None, tell, default)
+    cfg = _Config(num_configs, max_budget, uq, window, sched.num_start, sched.step, sched.total_budget, cand,
+                  fdtype)
+    return build_policy(cfg, init=_init, ask=_ask, report=_report if uq else None, tell=_tell,
+                        default_params=_default_params)

@@ -1,18 +1,19 @@
 """The rung engine shared by SH, Hyperband and BOHB, plain or UQ-guided.
 
 :func:`halving_policy` turns a :class:`~jaxstop.policies._schedule.HalvingSchedule`
-into a :class:`~jaxstop.policies.Policy`. The steps are module-level functions of
-the policy's static description (:class:`Engine`, closed over) and the state:
-:func:`start_bracket`, :func:`record` (one result), :func:`keep_inputs` /
-:func:`apply_keep` (the keep decision at the end of a round), :func:`end_bracket`,
-and the protocol's :func:`init`, :func:`ask` and :func:`report`. Each is jitted
-once per policy, so that eager calls stay cheap (the rules are in the docstring of
-:mod:`jaxstop.policies.halving`).
+into a :class:`~jaxstop.policies.Policy` (:func:`~jaxstop.policies._base.build_policy`).
+The steps are module-level functions of the policy's static description
+(:class:`Engine`, the static configuration) and the state: :func:`start_bracket`,
+:func:`record` (one result), :func:`keep_inputs` / :func:`apply_keep` (the keep
+decision at the end of a round), :func:`end_bracket`, and the protocol's :func:`init`,
+:func:`ask`, :func:`report` and :func:`tell`. Outside ``jit`` each piece runs compiled
+once per engine (:func:`~jaxstop.policies._base.jit_step`) and :func:`tell_eager` calls
+:func:`jaxstop.confidence.keep_count` directly, so eager calls stay cheap (the rules are
+in the docstring of :mod:`jaxstop.policies.halving`).
 """
 
 from __future__ import annotations
 
-import functools
 from typing import Any, NamedTuple
 
 import jax
@@ -24,14 +25,15 @@ from jaxstop import confidence
 from jaxstop._src import checks as _checks
 from jaxstop.policies._halving import bohb_density as _bohb_density
 from jaxstop.policies._halving import uncertainty as _uncertainty
-from jaxstop.policies._base import Job, Policy, Result, make_job
+from jaxstop.policies._base import (Incumbent, Job, Policy, Result, build_policy, improves, jit_step, make_job,
+                                    update_incumbent)
 from jaxstop.policies._halving.state import HalvingInfo, HalvingState
 from jaxstop.policies._halving.params import default_params
 from jaxstop.policies._halving.schedule import HalvingSchedule, RoundTable, round_jobs, round_table
 from jaxstop.policies._halving.slots import first, rank_key, ranks, sample_rows
 
 __all__ = ["Engine", "apply_keep", "ask", "end_bracket", "halving_policy", "init", "keep_inputs", "record",
-           "report", "start_bracket", "update_incumbent"]
+           "report", "start_bracket", "tell", "tell_eager", "track_incumbent"]
 
 
 class Engine(NamedTuple):
@@ -51,6 +53,7 @@ class Engine(NamedTuple):
         m_rec: BOHB's record capacity (0 otherwise).
         samples: Rows a BOHB proposal scores.
         per_level: Most results at one rung budget.
+        keep_rule: ``rule`` of :func:`jaxstop.confidence.keep_count`.
         cand: The candidate table, shape (num_configs, d), or None.
         fdtype: Floating dtype of losses.
     """
@@ -68,6 +71,7 @@ class Engine(NamedTuple):
     m_rec: int
     samples: int
     per_level: int
+    keep_rule: str
     cand: Any
     fdtype: Any
 
@@ -108,15 +112,19 @@ def start_bracket(e: Engine, s: HalvingState, g) -> HalvingState:
     )
 
 
-def update_incumbent(e: Engine, s: HalvingState, level, value, config, ok) -> HalvingState:
-    """Makes ``config`` the incumbent when ``ok`` and it beats it (higher rung, or lower loss)."""
-    better = ok & jnp.isfinite(value) & (
-        (level > s.inc_level) | ((level == s.inc_level) & (value < s.inc_value))
-    )
+def track_incumbent(e: Engine, s: HalvingState, level, value, config, ok) -> HalvingState:
+    """Makes ``config`` the incumbent when ``ok`` and it beats it: a finite loss at a higher
+    rung, or a lower loss at the same rung (:func:`~jaxstop.policies._base.update_incumbent`
+    with ``replace`` for a higher rung)."""
+    inc = Incumbent(s.incumbent_value, s.inc_config)
+    ok = ok & jnp.isfinite(value) & (level >= s.inc_level)
+    higher = level > s.inc_level
+    better = improves(inc, value, ok=ok, replace=higher)
+    inc = update_incumbent(inc, value, config, ok=ok, replace=higher)
     return s._replace(
         inc_level=jnp.where(better, level, s.inc_level).astype(jnp.int32),
-        inc_value=jnp.where(better, value, s.inc_value).astype(e.fdtype),
-        inc_config=jnp.where(better, config, s.inc_config).astype(jnp.int32),
+        incumbent_value=inc.value.astype(e.fdtype),
+        inc_config=inc.config,
     )
 
 
@@ -148,7 +156,7 @@ def record(e: Engine, s: HalvingState, job: Job, result: Result, params):
     if e.tpe:
         s = s._replace(bohb=_bohb_density.record(
             s.bohb, active, s.configs[slot], _at(e.rounds.level_idx, s.round), value))
-    s = update_incumbent(e, s, _at(e.rounds.level, s.round), value, s.configs[slot], active)
+    s = track_incumbent(e, s, _at(e.rounds.level, s.round), value, s.configs[slot], active)
     round_over = ~s.done & ~jnp.any(s.pending)
     last = _at(e.rounds.last, s.round)
     return s, round_over & ~last, round_over & last
@@ -189,7 +197,7 @@ def apply_keep(e: Engine, s: HalvingState, uq_keep, uq_tau, params):
     # complete members carried into the new rung compete at its level
     done_keep = keep & s.complete
     best = jnp.argmin(rank_key(s.mu, done_keep))
-    s = update_incumbent(e, s, _at(e.rounds.level_next, g), s.mu[best], s.configs[best], done_keep[best])
+    s = track_incumbent(e, s, _at(e.rounds.level_next, g), s.mu[best], s.configs[best], done_keep[best])
     close = ~jnp.any(s.pending)
     return s, (jnp.sum(keep).astype(jnp.int32), fallback, tau, budget), close
 
@@ -201,7 +209,7 @@ def end_bracket(e: Engine, s: HalvingState) -> HalvingState:
     g = s.round
     members = s.member & s.complete
     best = jnp.argmin(rank_key(s.mu, members))
-    s = update_incumbent(e, s, _at(e.rounds.final_level, g), s.mu[best], s.configs[best], members[best])
+    s = track_incumbent(e, s, _at(e.rounds.final_level, g), s.mu[best], s.configs[best], members[best])
     s = s._replace(
         unspent=(s.unspent + s.carry + _at(e.rounds.rest, g)).astype(jnp.int32),
         carry=jnp.zeros((), jnp.int32),
@@ -217,7 +225,8 @@ def end_bracket(e: Engine, s: HalvingState) -> HalvingState:
 
 
 def init(e: Engine, key, params) -> HalvingState:
-    """The state before the first job: the first bracket's first round."""
+    """``init(key, params=None) -> state``: the state before the first job, the first
+    bracket's first round (the key draws every bracket's rows; BOHB proposes them later)."""
     if e.tpe:
         order = jnp.zeros((e.num_brackets, 0), jnp.int32)
     else:
@@ -237,7 +246,7 @@ def init(e: Engine, key, params) -> HalvingState:
         spent=jnp.zeros((), jnp.int32),
         unspent=jnp.zeros((), jnp.int32),
         inc_level=jnp.asarray(-1, jnp.int32),
-        inc_value=jnp.asarray(jnp.inf, e.fdtype),
+        incumbent_value=jnp.asarray(jnp.inf, e.fdtype),
         inc_config=jnp.asarray(-1, jnp.int32),
         done=jnp.asarray(False),
         uq=_uncertainty.init_uq_state(e.cap, e.width, e.fdtype),
@@ -247,7 +256,9 @@ def init(e: Engine, key, params) -> HalvingState:
 
 
 def ask(e: Engine, key, state: HalvingState, params):
-    """The next pending member's job (BOHB first proposes the rows of a first rung)."""
+    """``ask(key, state, params=None) -> (job, state)``: the next pending member's job,
+    resuming from its checkpoint for the round's allocation (BOHB first proposes the rows
+    of a first rung from its density-ratio model)."""
     slot = first(state.pending)
     row = state.configs[slot]
     active = state.pending[slot] & ~state.done
@@ -273,10 +284,67 @@ def ask(e: Engine, key, state: HalvingState, params):
 
 
 def report(e: Engine, state: HalvingState, job: Job, epoch, value, params):
-    """Buffers one loss of the outstanding job (UQ versions)."""
+    """``report(state, job, epoch, value, params=None) -> (state, False)`` (UQ versions):
+    buffers one loss of the outstanding job for the windowed uncertainty; never stops."""
     v = jnp.asarray(value).astype(e.fdtype)
     recent, count = _uncertainty.push(state.uq.recent, state.uq.count, state.current, v)
     return state._replace(uq=state.uq._replace(recent=recent, count=count)), jnp.asarray(False)
+
+
+def _default_params(e: Engine):
+    """The default :class:`~jaxstop.policies.HalvingParams`."""
+    return default_params(e.fdtype)
+
+
+def _decide(e: Engine, call, s: HalvingState, params):
+    """The keep decision at the end of a round (plain count, or UQ-guided)."""
+    if e.uq:
+        mu, sigma, delta, budget, ok = call(keep_inputs, s, params)
+        # outside jit this runs keep_count's own compiled kernel (shared by all policies)
+        res = confidence.keep_count(mu, sigma, delta, budget, mask=ok, rule=e.keep_rule)
+        return call(apply_keep, s, res.keep, res.tau, params)
+    return call(apply_keep, s, jnp.zeros((e.cap,), bool), jnp.asarray(jnp.nan, e.fdtype), params)
+
+
+def _no_decision(e: Engine, s: HalvingState):
+    return s, (jnp.asarray(-1, jnp.int32), jnp.asarray(not e.uq), jnp.asarray(jnp.nan, e.fdtype),
+               jnp.zeros((), jnp.int32)), jnp.asarray(False)
+
+
+def _tell(e: Engine, call, state: HalvingState, job: Job, result: Result, params):
+    s, decided, finished = call(record, state, job, result, params)
+    s, (kept, fallback, tau, rbudget), empty = _cond(
+        decided, lambda s: _decide(e, call, s, params), lambda s: _no_decision(e, s), s)
+    s = _cond(finished | empty, lambda s: call(end_bracket, s), lambda s: s, s)
+    info = HalvingInfo(
+        terminate=s.done,
+        incumbent=s.inc_config,
+        incumbent_value=s.incumbent_value,
+        round=s.round,
+        decisions=jnp.asarray(decided, jnp.int32),
+        kept=kept,
+        fallback=fallback,
+        tau=tau,
+        round_budget=rbudget,
+        spent=s.spent,
+        unspent=s.unspent,
+    )
+    return s, info
+
+
+def tell(e: Engine, state: HalvingState, job: Job, result: Result, params):
+    """``tell(state, job, result, params=None) -> (state, HalvingInfo)``: records the result
+    (budget spent, loss, incumbent); at the end of a round keeps the best members (plain
+    count ``n_{i+1}``, or UQ-guided: :func:`jaxstop.confidence.keep_count`) and allocates
+    the next round's budget; after a bracket's last round starts the next bracket; the
+    study terminates after the last bracket."""
+    return _tell(e, lambda piece, *args: piece(e, *args), state, job, result, params)
+
+
+def tell_eager(static, state: HalvingState, job: Job, result: Result, params):
+    """``tell`` outside ``jit``: each piece runs compiled once per engine, the keep decision
+    calls :func:`jaxstop.confidence.keep_count` directly, and only the branch taken runs."""
+    return _tell(static.value, lambda piece, *args: jit_step(piece)(static, *args), state, job, result, params)
 
 
 def halving_policy(
@@ -313,57 +381,9 @@ def halving_policy(
         m_rec=schedule.max_jobs if tpe else 0,
         samples=min(num_samples, num_configs),
         per_level=max(per_level.values()),
+        keep_rule=keep_rule,
         cand=cand,
         fdtype=fdtype,
     )
-    # each piece is jitted once per policy, so that eager calls stay cheap
-    jit = lambda f: jax.jit(functools.partial(f, e))  # noqa: E731
-    record_j, keep_inputs_j, apply_keep_j = jit(record), jit(keep_inputs), jit(apply_keep)
-    end_bracket_j, init_j, ask_j, report_j = jit(end_bracket), jit(init), jit(ask), jit(report)
-
-    def decide(s: HalvingState, params):
-        if uq:
-            mu, sigma, delta, budget, ok = keep_inputs_j(s, params)
-            # outside jit this runs keep_count's own compiled kernel (shared by all policies)
-            res = confidence.keep_count(mu, sigma, delta, budget, mask=ok, rule=keep_rule)
-            return apply_keep_j(s, res.keep, res.tau, params)
-        return apply_keep_j(s, jnp.zeros((e.cap,), bool), jnp.asarray(jnp.nan, fdtype), params)
-
-    def no_decision(s: HalvingState, params):
-        return s, (jnp.asarray(-1, jnp.int32), jnp.asarray(not uq), jnp.asarray(jnp.nan, fdtype),
-                   jnp.zeros((), jnp.int32)), jnp.asarray(False)
-
-    default = lambda: default_params(fdtype)  # noqa: E731
-
-    def init_(key, params=None):
-        return init_j(key, default() if params is None else params)
-
-    def ask_(key, state: HalvingState, params=None):
-        return ask_j(key, state, default() if params is None else params)
-
-    def report_(state: HalvingState, job: Job, epoch, value, params=None):
-        return report_j(state, job, epoch, value, default() if params is None else params)
-
-    def tell_(state: HalvingState, job: Job, result: Result, params=None):
-        if params is None:
-            params = default()
-        s, decided, finished = record_j(state, job, result, params)
-        s, (kept, fallback, tau, rbudget), empty = _cond(
-            decided, lambda s: decide(s, params), lambda s: no_decision(s, params), s)
-        s = _cond(finished | empty, end_bracket_j, lambda s: s, s)
-        info = HalvingInfo(
-            terminate=s.done,
-            incumbent=s.inc_config,
-            incumbent_value=s.inc_value,
-            round=s.round,
-            decisions=jnp.asarray(decided, jnp.int32),
-            kept=kept,
-            fallback=fallback,
-            tau=tau,
-            round_budget=rbudget,
-            spent=s.spent,
-            unspent=s.unspent,
-        )
-        return s, info
-
-    return Policy(init_, ask_, report_ if uq else None, tell_, default)
+    return build_policy(e, init=init, ask=ask, report=report if uq else None, tell=tell,
+                        default_params=_default_params, eager={"tell": tell_eager})

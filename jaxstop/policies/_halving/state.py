@@ -13,6 +13,7 @@ from typing import NamedTuple
 
 import jax
 
+from jaxstop.policies._base import renamed_field
 from jaxstop.policies._halving.bohb_density import HalvingBOHBState
 from jaxstop.policies._halving.uncertainty import HalvingUQState
 
@@ -47,7 +48,7 @@ class HalvingState(NamedTuple):
             jobs whose curves ended first, int32 (). ``spent + unspent`` equals the
             released budget at the end of every bracket.
         inc_level: Nominal rung budget of the incumbent (-1 before any), int32 ().
-        inc_value: Loss of the incumbent, ().
+        incumbent_value: Loss of the incumbent, () (``inc_value`` is its deprecated alias).
         inc_config: Table row of the incumbent (-1 before any), int32 ().
         done: The schedule is finished, bool ().
         uq: The windowed uncertainty of every slot (SH+, HB+, BOHB+), a
@@ -70,11 +71,13 @@ class HalvingState(NamedTuple):
     spent: jax.Array
     unspent: jax.Array
     inc_level: jax.Array
-    inc_value: jax.Array
+    incumbent_value: jax.Array
     inc_config: jax.Array
     done: jax.Array
     uq: HalvingUQState
     bohb: HalvingBOHBState
+
+    inc_value = renamed_field("incumbent_value", "inc_value")
 
     # the sub-states' fields, readable as before the split
     sigma = property(lambda self: self.uq.sigma, doc="``uq.sigma``.")
