@@ -159,6 +159,42 @@ def literal_bin(v, num_bins):
     return np.max(np.nonzero(v > grid)[0])
 
 
+EPS = np.finfo(np.float64).eps
+
+
+def assert_tables_agree(got, ref):
+    """Two programs' corrected-mode tables from the same counts (eager / jit / vmap / fused).
+
+    The counts are integers, and ``prob``, ``d1 = k1 prob`` and ``d2 = k2 (1 - prob)`` are
+    one or two correctly rounded operations on them: identical in every program. The
+    continuation loss ``cont_k = cost + (sum_j C_ij rho_{k+1, j}) / n_i`` sums at most B
+    non-negative terms in an order that depends on the program, a relative error of at
+    most (B - 1) u, plus one u for the division and one for adding ``cost`` (u = eps / 2),
+    on top of ``rho_{k+1}``'s own (a minimum of non-negative losses carries the largest
+    relative error of its arguments; ``rho`` at the last step is exact). So ``cont`` at
+    step k is within ``(T - 1 - k)(B + 1) u`` of the exact value and two programs differ
+    by less than ``(T - 1)(B + 1) eps`` relative (~1e-13 here, where a wrong path or bin
+    would move it by percents). An action can then differ only in a cell where ``cont``
+    sits within that reach of the smaller stopping loss; there either choice is allowed,
+    everywhere else the actions are equal.
+    """
+    for name in ("counts", "prob", "edges", "first_epoch", "num_valid"):
+        np.testing.assert_array_equal(np.asarray(getattr(got, name)), np.asarray(getattr(ref, name)), err_msg=name)
+    lg, lr = np.asarray(got.losses), np.asarray(ref.losses)
+    np.testing.assert_array_equal(lg[..., :2], lr[..., :2])
+    T, B = lr.shape[:2]
+    reach = (T - 1) * (B + 1) * EPS
+    np.testing.assert_allclose(lg[..., 2], lr[..., 2], rtol=reach, atol=0)
+    stop = np.min(lr[..., :2], axis=-1)
+    with np.errstate(invalid="ignore"):  # empty bins: inf - inf
+        fragile = np.isfinite(lr[..., 2]) & (np.abs(lr[..., 2] - stop) <= reach * np.abs(lr[..., 2]))
+    ag, ar = np.asarray(got.actions), np.asarray(ref.actions)
+    np.testing.assert_array_equal(ag[~fragile], ar[~fragile])
+    either = np.where(lr[..., 1] < lr[..., 0], bos.ACTION_STOP, bos.ACTION_D2)
+    ok = (ag == ar) | (ag == either) | (ag == bos.ACTION_CONTINUE)
+    assert np.all(ok[fragile])
+
+
 # --------------------------------------------------------------------------------------
 # Compat mode: decision for decision against the released code
 # --------------------------------------------------------------------------------------
@@ -339,9 +375,8 @@ def test_corrected_cut_scales_with_num_paths(rng):
     one = bos.backward_induction(values, valid, best, 120.0, 99.0, 1.0, **kw)
     three = bos.backward_induction(values3, valid3, best, 120.0, 99.0, 1.0, **kw)
     np.testing.assert_array_equal(np.asarray(three.counts), rep * np.asarray(one.counts))
-    np.testing.assert_array_equal(np.asarray(three.actions), np.asarray(one.actions))
-    np.testing.assert_array_equal(np.asarray(three.prob), np.asarray(one.prob))
-    np.testing.assert_allclose(np.asarray(three.losses), np.asarray(one.losses), rtol=1e-12)
+    # the rest as two programs on the same counts (3 C_ij / 3 n_i is C_ij / n_i up to rounding)
+    assert_tables_agree(three._replace(counts=one.counts, num_valid=one.num_valid), one)
     # The released code's absolute cut (30) does not scale: duplicating changes its table.
     c1 = bos.backward_induction(values, valid, best, 120.0, 99.0, 1.0, mode="compat")
     c3 = bos.backward_induction(values3, valid3, best, 120.0, 99.0, 1.0, mode="compat")
@@ -415,9 +450,9 @@ def test_jit_vmap_and_no_retrace(rng):
     loop = [bos.backward_induction(values, valid, b, k, 99.0, 1.0) for b, k in zip(bests, k1s)]
     jitted = [run(b, k) for b, k in zip(bests, k1s)]  # a second call must not retrace
     batched = jax.vmap(run)(bests, k1s)
-    for i in range(3):
-        chex.assert_trees_all_close(jitted[i], loop[i], rtol=1e-12)
-        chex.assert_trees_all_close(jax.tree.map(lambda x, i=i: x[i], batched), loop[i], rtol=1e-12)
+    for i in range(3):  # three programs: agree up to the rounding of the continuation sums
+        assert_tables_agree(jitted[i], loop[i])
+        assert_tables_agree(jax.tree.map(lambda x, i=i: x[i], batched), loop[i])
 
 
 # --------------------------------------------------------------------------------------
@@ -571,12 +606,67 @@ HORIZON = 8 + T
 SOLVE_KW = {"num_paths": 3 * P, "chunk_size": 500}
 
 
+def path_reach(gp, prefix, horizon, values, rank):
+    """Per path and epoch, how far two programs' draws of the same paths can be apart.
+
+    ``solve`` and ``simulate`` + ``backward_induction`` are different programs: the fit is
+    one compiled function (same inputs, same output) but the posterior, its factor and
+    the draws ``mean + F z`` round differently. The posterior comes from a Cholesky
+    factor of ``Kw = K + noise I``, exact for ``Kw + E`` with ``||E|| <= c n eps ||Kw||``
+    (c = 4), so with ``r = c n kappa(Kw) eps`` the mean moves by ``r ||k_s|| ||alpha||``
+    and the covariance by ``r ||Kss||`` (as in tests/test_gp.py); the symmetric
+    eigensolver adds ``c T eps ||C||``; two programs: twice that, ``dC``. Column i of F,
+    ``sqrt(lambda_i) v_i``, then moves by ``sqrt(lambda_i) sqrt(2) dC / gap_i``
+    (Davis-Kahan) plus ``dC / sqrt(lambda_i)`` (Weyl), and a path by the sum over the
+    drawn directions weighted by its |z_i| (recovered from the path). This needs the
+    drawn directions' eigenvalues separated by much more than dC, hence ``rank=3`` in
+    the test (the covariance's 4th and 5th eigenvalues, 1e-9 and 1e-12, sit near dC).
+    """
+    n0, T = len(prefix), horizon - len(prefix)
+    alpha, beta, mean0, noise = (float(a) for a in (gp.alpha, gp.beta, gp.mean, gp.noise_var))
+    x, xs = np.arange(1.0, n0 + 1), np.arange(n0 + 1.0, horizon + 1)
+
+    def k(a, b):
+        return beta**alpha / (a[:, None] + b[None, :] + beta) ** alpha
+
+    Kw = k(x, x) + noise * np.eye(n0)
+    r = 4 * n0 * np.linalg.cond(Kw) * EPS
+    mean, cov = _numpy_posterior(alpha, beta, mean0, noise, prefix, horizon)
+    d_mean = 2 * r * np.linalg.norm(k(xs, x), axis=1) * np.linalg.norm(np.linalg.solve(Kw, prefix - mean0))
+    lam, V = np.linalg.eigh(cov)
+    dC = 2 * (r * np.linalg.norm(k(xs, xs), 2) + 4 * T * EPS * lam[-1])
+    top = np.arange(T - rank, T)
+    gaps = np.array([np.min(np.abs(np.delete(lam, i) - lam[i])) for i in top])
+    assert np.all(gaps > 100 * dC), "drawn directions not separated"
+    col = np.sqrt(lam[top]) * np.sqrt(2) * dC / (gaps - dC) + dC / np.sqrt(lam[top])
+    z = (values - mean) @ V[:, top] / np.sqrt(lam[top])  # (paths, rank)
+    return d_mean + 1.01 * (np.abs(z) @ col)[:, None] + 4 * T * EPS, dC  # (paths, T), scalar
+
+
 def test_solve_equals_fit_simulate_induction(key):
-    table = bos.solve(key, PREFIX, 0.3, HORIZON, 100.0, 99.0, 1.0, **SOLVE_KW)
+    rank = 3  # see path_reach
+    table = bos.solve(key, PREFIX, 0.3, HORIZON, 100.0, 99.0, 1.0, rank=rank, **SOLVE_KW)
     gp = bos.fit_curve_gp(PREFIX)
-    paths = bos.simulate(key, gp, PREFIX, HORIZON, 3 * P, rank=12, chunk_size=500)
+    paths = bos.simulate(key, gp, PREFIX, HORIZON, 3 * P, rank=rank, chunk_size=500)
     ref = bos.backward_induction(paths.values, paths.valid, 0.3, 100.0, 99.0, 1.0, n0=8)
-    chex.assert_trees_all_equal(table, ref)
+    # Both programs draw the same paths up to rounding (path_reach): no path sits within
+    # that reach of (0, 1)'s ends, the event threshold or a bin edge of its running mean,
+    # so both count every path alike, and the tables are the same counts' tables.
+    v = np.asarray(paths.values)
+    reach, dC = path_reach(gp, PREFIX, HORIZON, v, rank)
+    assert np.all(np.minimum(np.abs(v), np.abs(1 - v)) > reach)
+    assert np.all(np.abs(v[:, -1] - 0.3) > reach[:, -1])
+    running = np.cumsum(v, axis=1) / np.arange(1, v.shape[1] + 1)
+    run_reach = np.maximum.accumulate(reach, axis=1) + np.arange(1, v.shape[1] + 1) * EPS
+    to_edge = np.min(np.abs(running[..., None] - np.linspace(0, 1, 100)), axis=-1)
+    assert np.all(to_edge[np.asarray(paths.valid)] > run_reach[np.asarray(paths.valid)])
+    assert_tables_agree(table, ref)
+    lam = np.linalg.eigvalsh(_numpy_posterior(float(gp.alpha), float(gp.beta), float(gp.mean),
+                                              float(gp.noise_var), PREFIX, HORIZON)[1])
+    # the dropped share: each eigenvalue within dC (Weyl), the sum's rounding below T eps
+    tol = 2 * len(lam) * (dC + EPS * lam[-1]) / lam.sum()
+    assert abs(float(table.dropped_variance) - lam[:-rank].sum() / lam.sum()) <= tol
+    assert float(table.dropped_variance) > 0
     assert int(table.first_epoch) == 9
     counts = np.asarray(table.counts)
     assert np.all(counts.sum(1) == int(table.num_valid))
@@ -665,7 +755,7 @@ def test_bad_inputs(key):
         bos.backward_induction(values, valid, 1.5, 100.0, 99.0, 1.0)
     with pytest.raises(ValueError, match="mode"):
         bos.backward_induction(values, valid, 0.3, 100.0, 99.0, 1.0, mode="paper")
-    with pytest.raises(ValueError, match="valid"):
+    with pytest.raises(ValueError, match="mask"):
         bos.backward_induction(values, valid[:5], 0.3, 100.0, 99.0, 1.0)
     with pytest.raises(ValueError, match="values"):
         bos.backward_induction(values[0], valid, 0.3, 100.0, 99.0, 1.0)
@@ -675,3 +765,53 @@ def test_bad_inputs(key):
         bos.xi(3, 1e-3, 1.5)
     with pytest.raises(ValueError, match="gamma"):
         bos.k1_schedule(3, 100.0, 1.5)
+
+
+# --------------------------------------------------------------------------------------
+# mask (the deprecated valid=), the ok status of results
+# --------------------------------------------------------------------------------------
+
+
+def test_backward_induction_mask_and_deprecated_valid(rng):
+    values, valid = make_paths(rng, P, T)
+    table = bos.backward_induction(values, valid, 0.3, 100.0, 99.0, 1.0)
+    by_name = bos.backward_induction(values, mask=valid, best_error=0.3, k1=100.0, k2=99.0, cost=1.0)
+    chex.assert_trees_all_equal(by_name, table)
+    with pytest.warns(DeprecationWarning, match="mask"):
+        old = bos.backward_induction(values, valid=valid, best_error=0.3, k1=100.0, k2=99.0, cost=1.0)
+    chex.assert_trees_all_equal(old, table)
+    with pytest.raises(TypeError, match="both"):
+        bos.backward_induction(values, valid, 0.3, 100.0, 99.0, 1.0, valid=valid)
+    with pytest.raises(TypeError, match="mask"):
+        bos.backward_induction(values, best_error=0.3, k1=100.0, k2=99.0, cost=1.0)
+    with pytest.raises(TypeError, match="mask must be boolean"):
+        bos.backward_induction(values, valid.astype(int), 0.3, 100.0, 99.0, 1.0)
+
+
+@pytest.mark.parametrize("mode", ["compat", "corrected"])
+def test_decision_table_ok(rng, mode):
+    values, valid = make_paths(rng, P, T)
+    table = bos.backward_induction(values, valid, 0.3, np.inf if mode == "corrected" else 100.0, 99.0, 1.0,
+                                   mode=mode)
+    assert bool(table.ok)  # infinite losses (empty bins, k1 = inf) are allowed
+    assert np.any(np.isinf(np.asarray(table.losses))) == (mode == "corrected")
+    none = bos.backward_induction(values, np.zeros(P, bool), 0.3, 100.0, 99.0, 1.0, mode=mode)
+    assert int(none.num_valid) == 0 and not bool(none.ok)
+    assert not bool(table._replace(losses=table.losses.at[2, 5, 1].set(np.nan)).ok)
+    assert not bool(table._replace(dropped_variance=jnp.asarray(np.nan)).ok)
+    # per trial for a batch of tables, and under jit
+    batched = jax.tree.map(lambda a, b: jnp.stack([a, b]), table, none)
+    np.testing.assert_array_equal(np.asarray(batched.ok), [True, False])
+    assert bool(jax.jit(lambda t: t.ok)(table))
+
+
+def test_solve_batch_ok_and_curve_gp_ok(key):
+    prefixes = np.stack([PREFIX, PREFIX * 0.8])
+    tables = bos.solve_batch(key, prefixes, 0.3, HORIZON, 100.0, 99.0, 1.0, num_paths=500)
+    assert tables.ok.shape == (2,) and bool(jnp.all(tables.ok))
+    gp = bos.fit_curve_gp(PREFIX)
+    assert bool(gp.ok)
+    # nll at the dtype's max is what a fit with no finite likelihood at any start returns
+    assert not bool(gp._replace(nll=jnp.asarray(np.finfo(np.float64).max)).ok)
+    assert not bool(gp._replace(alpha=jnp.asarray(np.nan)).ok)
+    assert not bool(bos.CurveGP(1.0, 2.0, 0.0, 1e-3, np.inf).ok)

@@ -8,37 +8,18 @@ import pytest
 import scipy.optimize
 import scipy.stats
 
+import _oracles
 from _compiles import count_compilations
+from _oracles import np_lml, np_log_prior, np_matern52
 from jaxstop import gp
 from jaxstop._src import gp_core, gp_fit
 
 # ---------------------------------------------------------------- NumPy oracle
 
 
-def np_matern52(X1, X2, amp, ls):
-    d = (X1[:, None, :] - X2[None, :, :]) / ls
-    r = np.sqrt(np.sum(d * d, axis=-1))
-    s5 = np.sqrt(5.0) * r
-    return amp * (1 + s5 + s5**2 / 3) * np.exp(-s5)
-
-
 def np_posterior(X, y, Xq, amp, ls, noise, mean):
-    K = np_matern52(X, X, amp, ls) + noise * np.eye(len(X))
-    Kq = np_matern52(Xq, X, amp, ls)
-    Kinv = np.linalg.inv(K)
-    mu = mean + Kq @ Kinv @ (y - mean)
-    var = amp - np.einsum("ij,jk,ik->i", Kq, Kinv, Kq)
-    return mu, var
-
-
-def np_lml(X, y, amp, ls, noise, mean):
-    K = np_matern52(X, X, amp, ls) + noise * np.eye(len(X))
-    return scipy.stats.multivariate_normal(np.full(len(y), mean), K).logpdf(y)
-
-
-def np_log_prior(amp, ls, noise):
-    lam = 1 / ls**2
-    return -np.sum(0.1 / lam + 0.1 * lam) + np.log(amp) - amp + 0.1 * np.log(noise) - 30 * noise
+    """(mean, var) at ``Xq`` of the shared dense float64 GP."""
+    return _oracles.np_posterior(X, y, amp, ls, noise, mean)(Xq)
 
 
 def make_data(rng, n=25, d=3):
@@ -582,3 +563,120 @@ def test_nan_inside_jit_is_reported_not_silent(rng):
     p, info = jax.jit(lambda X, y: gp.fit(X, y, steps=5))(X, y)
     assert not bool(info.finite)
     assert all(np.all(np.isfinite(leaf)) for leaf in jax.tree_util.tree_leaves(p))
+
+
+# ------------------------------------------------------------ one API style: GPFit, FitInfo.ok
+def test_fit_returns_gpfit_with_info_ok():
+    """gp.fit returns a GPFit NamedTuple that unpacks like the old (params, info) tuple;
+    FitInfo.ok is the status (== finite). Values recorded from the release that returned
+    a plain tuple."""
+    X = jax.random.uniform(jax.random.key(0), (12, 2))
+    z, _, _ = gp.standardize(jnp.sin(6 * X[:, 0]) + X[:, 1])
+    res = gp.fit(X, z, steps=5)
+    assert isinstance(res, gp.GPFit) and isinstance(res, tuple) and len(res) == 2
+    p, info = res
+    assert p is res.params and info is res.info and res[0] is res.params
+    assert float(info.objective) == pytest.approx(7.492941642456884, rel=1e-10)
+    np.testing.assert_allclose(np.asarray(p.lengthscales), [0.3884186054668105, 1.8020600325310896], rtol=1e-8)
+    assert bool(info.ok) and bool(info.finite) and int(info.steps) == 5
+    # a fit that fails: ok False exactly where finite is False
+    _, bad = gp.fit(np.full((6, 1), 0.5), np.zeros(6), np.zeros(6, bool), prior=False)
+    assert not bool(bad.ok) and not bool(bad.finite)
+    # a pytree: vmap batches both fields
+    batched = jax.vmap(lambda X, z: gp.fit(X, z, steps=5))(jnp.stack([X, X]), jnp.stack([z, z]))
+    assert isinstance(batched, gp.GPFit) and batched.info.ok.shape == (2,)
+    np.testing.assert_array_equal(np.asarray(batched.info.ok), np.asarray(batched.info.finite))
+
+
+# ---------------------------------------------------------------- the kernel-agnostic core
+
+
+def _np_exp_decay(x, z, alpha, beta):
+    return beta**alpha / (x[:, None] + z[None, :] + beta) ** alpha
+
+
+def test_gp_likelihood_core_with_another_kernel(rng):
+    """jaxstop._src.gp_likelihood with the learning-curve kernel of bos (not the Matern):
+    the log likelihood against scipy, its gradient ``0.5 tr(W dK)`` from the kernel's
+    log-derivatives against central differences of scipy's, padded rows (any values)
+    without effect, and the mask-free form (``mask=None``) equal to the masked one."""
+    from jaxstop._src import gp_likelihood as gl
+
+    x = np.arange(1.0, 9.0)
+    y = 0.5 * np.exp(-0.3 * x) + 0.02 * rng.normal(size=8)
+    noise, mean = 1e-3, 0.1
+
+    def np_lml(u):
+        alpha, beta = np.exp(u[1]), np.exp(u[1] - u[0])
+        K = _np_exp_decay(x, x, alpha, beta) + noise * np.eye(8)
+        return scipy.stats.multivariate_normal(np.full(8, mean), K).logpdf(y)
+
+    def core(u, xs, ys, mask):
+        alpha, beta = jnp.exp(u[1]), jnp.exp(u[1] - u[0])
+        s = xs[:, None] + xs[None, :]
+        K0 = jnp.exp(-alpha * jnp.log1p(s / beta))
+        Kf = K0 if mask is None else jnp.where(gl.real_block(mask), K0, 0)
+        Sinv, _, r, v, logdet, n, _ = gl.masked_solve(gl.conditioned(Kf, mask, noise), ys, mask, mean)
+        q = s / (s + beta)
+        grads = gl.lml_grad_log(gl.lml_weights(v, Sinv, mask), Kf, [-alpha * q, alpha * (q - jnp.log1p(s / beta))])
+        return gl.log_marginal(r, v, logdet, n), jnp.stack(grads)
+
+    u = np.array([np.log(0.4), np.log(2.0)])
+    value, grad = core(jnp.asarray(u), jnp.asarray(x), jnp.asarray(y), None)
+    np.testing.assert_allclose(float(value), np_lml(u), rtol=1e-11)
+    h = 1e-5
+    fd = [(np_lml(u + h * e) - np_lml(u - h * e)) / (2 * h) for e in np.eye(2)]
+    np.testing.assert_allclose(np.asarray(grad), fd, rtol=1e-6, atol=1e-8)
+    # padded rows interleaved, with garbage inputs and values
+    perm = rng.permutation(11)
+    xp = np.concatenate([x, [50.0, 0.5, 3.0]])[perm]
+    yp = np.concatenate([y, [1e3, -7.0, np.pi]])[perm]
+    mask = (np.arange(11) < 8)[perm]
+    vm, gm = core(jnp.asarray(u), jnp.asarray(xp), jnp.asarray(yp), jnp.asarray(mask))
+    np.testing.assert_allclose(float(vm), float(value), rtol=1e-13)
+    np.testing.assert_allclose(np.asarray(gm), np.asarray(grad), rtol=1e-10)
+
+
+def test_gp_likelihood_posterior_factor_and_multistart(rng):
+    """posterior_from_factor: the whitened full covariance (bos) and the alpha / diagonal
+    form (gp) agree with each other and with dense NumPy conditioning; factor's jitter
+    policy (no retry vs retries); multistart picks the best usable start or falls back."""
+    from jaxstop._src import gp_likelihood as gl
+    from jaxstop._src import linalg, optim
+
+    x, xq = np.arange(1.0, 7.0), np.arange(7.0, 12.0)
+    y = 0.6 * np.exp(-0.2 * x)
+    K = _np_exp_decay(x, x, 1.5, 4.0) + 1e-3 * np.eye(6)
+    Kxq, Kqq = _np_exp_decay(x, xq, 1.5, 4.0), _np_exp_decay(xq, xq, 1.5, 4.0)
+    mu_ref = 0.2 + Kxq.T @ np.linalg.solve(K, y - 0.2)
+    cov_ref = Kqq - Kxq.T @ np.linalg.solve(K, Kxq)
+    L, extra, ok = gl.factor(jnp.asarray(K), None, 0.0, max_tries=0)
+    assert bool(ok) and float(extra) == 0
+    Linv = linalg.tri_inv(L)
+    mu, cov = gl.posterior_from_factor(Linv, jnp.asarray(Kxq), jnp.asarray(Kqq), 0.2, resid=jnp.asarray(y - 0.2),
+                                       full_cov=True)
+    np.testing.assert_allclose(np.asarray(mu), mu_ref, rtol=1e-9)
+    np.testing.assert_allclose(np.asarray(cov), cov_ref, atol=1e-11)
+    assert np.array_equal(np.asarray(cov), np.asarray(cov).T)
+    alpha = gl.solve_from_inverse(Linv, jnp.asarray(y - 0.2), None)
+    mu2, var2 = gl.posterior_from_factor(Linv, jnp.asarray(Kxq), jnp.asarray(np.diag(Kqq)), 0.2, alpha=alpha,
+                                         full_cov=False)
+    np.testing.assert_allclose(np.asarray(mu2), mu_ref, rtol=1e-9)
+    np.testing.assert_allclose(np.asarray(var2), np.maximum(np.diag(cov_ref), 0), atol=1e-11)
+    # a singular matrix: one plain try fails, the retries add jitter until it factors
+    S = jnp.asarray(np.ones((4, 4)) - np.eye(4) * 1e-17)
+    assert not bool(gl.factor(S, None, 1e-10, max_tries=0)[2])
+    L, extra, ok = gl.factor(S, jnp.ones(4, bool), 1e-10)
+    assert bool(ok) and float(extra) > 0 and np.all(np.isfinite(np.asarray(L)))
+
+    def run(start):
+        value = jnp.where(start[0] > 2.5, jnp.nan, (start[0] - 1.2) ** 2)
+        return start * 2, value, start[0].astype(jnp.int32)
+
+    starts = jnp.asarray([[0.0, 1.0], [1.0, 1.0], [3.0, 1.0], [1.0, 2.0]])
+    p, v, aux, best, any_ok = optim.multistart(run, starts)
+    assert int(best) == 1 and bool(any_ok) and int(aux) == 1 and float(v) == pytest.approx(0.04)
+    np.testing.assert_array_equal(np.asarray(p), [2.0, 2.0])
+    p, v, aux, best, any_ok = optim.multistart(run, starts, max_value=0.01, fallback=starts)
+    assert int(best) == 0 and not bool(any_ok)
+    np.testing.assert_array_equal(np.asarray(p), [0.0, 1.0])

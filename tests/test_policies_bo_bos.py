@@ -16,8 +16,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from _oracles import drive
+from _oracles import np_posterior as gp_posterior
 from jaxstop import bos, sim
-from jaxstop.policies import Result
 from jaxstop.policies.bo_bos import BoBosParams, bo_bos, default_intermediate_epochs, gp_ucb
 
 M, N, N0, D = 12, 16, 4, 2
@@ -45,29 +46,10 @@ UCB = gp_ucb(X_CAND, intermediate_epochs=INTER, **COMMON)
 
 
 def play(policy, key):
-    """The protocol in a Python loop, replicating sim.run's keys and evaluation."""
-    k_init, k_loop = jax.random.split(key)
-    state = policy.init(k_init)
-    keys = jax.random.split(k_loop, MAX_EVALS)
-    jobs = []
-    for j in range(MAX_EVALS):
-        before = state
-        job, state = policy.ask(keys[j], state)
-        asked = state
-        c = int(job.config)
-        e, stopped, reports = 0, False, []
-        while e < N and not stopped:
-            state, stop = policy.report(state, job, e + 1, VALUES[c, e])
-            stopped = bool(stop)
-            reports.append((e + 1, stopped, state))
-            e += 1
-        result = Result(jnp.asarray(VALUES[c, e - 1]), jnp.asarray(e, jnp.int32), jnp.asarray(stopped))
-        state, info = policy.tell(state, job, result)
-        jobs.append(dict(before=before, asked=asked, job=job, reports=reports, result=result, info=info,
-                         after=state))
-        if bool(info.terminate):
-            break
-    return jobs
+    """The protocol in a Python loop (tests/_oracles.py), one record per job."""
+    out = drive(policy, VALUES, np.full(M, N), key, MAX_EVALS, keep_states=True)
+    return [dict(step, job=job, result=result, info=info)
+            for step, job, result, info in zip(out["steps"], out["jobs"], out["results"], out["infos"])]
 
 
 @pytest.fixture(scope="module")
@@ -103,18 +85,10 @@ def np_posterior(state, Xq):
     mu_y = y.mean() if len(y) else 0.0
     sd_y = y.std() if len(y) >= 2 and y.var() > np.finfo(float).tiny else 1.0
     z = (y - mu_y) / sd_y
-
-    def k(A, B):
-        r = np.sqrt(np.sum(((A[:, None, :] - B[None, :, :]) / ls) ** 2, axis=-1))
-        return amp * (1 + math.sqrt(5) * r + 5 / 3 * r**2) * np.exp(-math.sqrt(5) * r)
-
     if len(y) == 0:
         return np.full(len(Xq), mean), np.full(len(Xq), math.sqrt(amp))
-    K = k(X, X) + (noise + 10 * np.finfo(float).eps * amp) * np.eye(len(y))
-    Ks = k(Xq, X)
-    mu = mean + Ks @ np.linalg.solve(K, z - mean)
-    var = amp - np.sum(Ks * np.linalg.solve(K, Ks.T).T, axis=1)
-    return mu, np.sqrt(np.maximum(var, 0))
+    mu, var = gp_posterior(X, z, amp, ls, noise, mean, jitter=10 * np.finfo(float).eps * amp)(Xq)
+    return mu, np.sqrt(var)
 
 
 def completed_best(jobs_before):

@@ -17,6 +17,7 @@ import pytest
 from scipy.stats import norm
 
 from _compiles import count_compilations
+from _oracles import drive
 from jaxstop import confidence, policies, sim
 from jaxstop.policies import halving
 from jaxstop.policies.subsampling import subsampling
@@ -86,44 +87,13 @@ def single_run(kind, uq, table_name, i):
 
 @functools.cache
 def python_loop(kind, uq, table_name, i, keep_states=False):
-    """The protocol driven by hand, call by call, with NumPy table lookups."""
+    """The protocol driven by hand, call by call, with NumPy table lookups (tests/_oracles.py)."""
     table = FULL if table_name == "full" else RAGGED
-    values = np.asarray(table.values)
-    lengths = np.asarray(table.mask).sum(1)
-    policy = make_policy(kind, uq)
-    ask, report, tell = policy.ask, policy.report, policy.tell
-    params = policy.default_params()
-    k_init, k_loop = jax.random.split(KEYS[i])
-    state = policy.init(k_init, params)
-    out = dict(jobs=[], epochs=[], spent=0, incumbent=-1, stop_job=MAX_JOBS, infos=[], states=[])
-    key_bits = np.asarray(jax.random.key_data(jax.random.split(k_loop, MAX_JOBS)))
-    for j in range(MAX_JOBS):
-        job, state = ask(jax.random.wrap_key_data(key_bits[j]), state, params)
-        c = int(job.config)
-        end = min(int(job.budget), lengths[c])
-        start = min(int(job.start), end)
-        epoch, value = start, values[c, max(start - 1, 0)]
-        if report is None:
-            epoch, value = end, values[c, end - 1]
-        else:
-            while epoch < end:
-                value = values[c, epoch]
-                epoch += 1
-                state, stop = report(state, job, jnp.asarray(epoch, jnp.int32), jnp.asarray(value), params)
-                assert not bool(stop)
-        result = policies.Result(jnp.asarray(value), jnp.asarray(epoch, jnp.int32), jnp.asarray(False))
-        before = state
-        state, info = tell(state, job, result, params)
-        if keep_states:
-            out["states"].append((before, state))
-        out["jobs"].append((c, int(job.start), int(job.budget)))
-        out["epochs"].append(epoch)
-        out["infos"].append(info)
-        out["spent"] += epoch - start
-        out["incumbent"] = int(info.incumbent)
-        if bool(info.terminate):
-            out["stop_job"] = j
-            break
+    out = drive(make_policy(kind, uq), np.asarray(table.values), np.asarray(table.mask).sum(1), KEYS[i], MAX_JOBS,
+                keep_states=keep_states)
+    assert not any(bool(r.stopped) for r in out["results"])  # no halving policy stops a job in report
+    out["jobs"] = [(int(j.config), int(j.start), int(j.budget)) for j in out["jobs"]]
+    out["states"] = [(s["told"], s["after"]) for s in out["steps"]]
     return out
 
 

@@ -13,6 +13,7 @@ import pytest
 
 import jaxstop
 from _compiles import count_compilations
+from _oracles import drive
 from jaxstop import policies, sim
 
 
@@ -29,36 +30,8 @@ def ragged_table(rng, num_configs=12, max_budget=9, with_configs=True):
 
 
 def python_loop(policy, table, key, max_jobs):
-    """The protocol driven by hand, eagerly, with NumPy table lookups."""
-    values = np.asarray(table.values)
-    lengths = np.asarray(table.mask).sum(1)
-    k_init, k_loop = jax.random.split(key)
-    params = policy.default_params()
-    state = policy.init(k_init, params)
-    spent, incumbent, stop_job, configs = 0, -1, max_jobs, []
-    for j, k in enumerate(jax.random.split(k_loop, max_jobs)):
-        job, state = policy.ask(k, state, params)
-        c = int(job.config)
-        end = min(int(job.budget), lengths[c])
-        start = min(int(job.start), end)
-        epoch, value, stopped = start, values[c, max(start - 1, 0)], False
-        if policy.report is None:
-            epoch, value = end, values[c, end - 1]
-        else:
-            while epoch < end and not stopped:
-                value = values[c, epoch]
-                epoch += 1
-                state, stop = policy.report(state, job, epoch, value, params)
-                stopped = bool(stop)
-        result = policies.Result(jnp.asarray(value), jnp.asarray(epoch, jnp.int32), jnp.asarray(stopped))
-        state, info = policy.tell(state, job, result, params)
-        spent += epoch - start
-        incumbent = int(info.incumbent)
-        configs.append(c)
-        if bool(info.terminate):
-            stop_job = j
-            break
-    return dict(spent=spent, incumbent=incumbent, stop_job=stop_job, configs=configs)
+    """The protocol driven by hand, eagerly, with NumPy table lookups (tests/_oracles.py)."""
+    return drive(policy, np.asarray(table.values), np.asarray(table.mask).sum(1), key, max_jobs)
 
 
 def test_random_search_loop_scan_vmap_agree(rng):
@@ -232,3 +205,61 @@ def test_run_batch_shards_over_eight_host_devices(tmp_path):
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert res.returncode == 0, res.stderr[-2000:]
     assert res.stdout.strip().endswith("ok")
+
+
+def test_equal_policies_are_equal_and_compile_once():
+    """Policies are built by policies.build_policy from a static config hashed by value:
+    two equal factory calls give equal policies, and sim.run compiles one program for both."""
+    table = sim.CurveTable(jnp.linspace(1.0, 0.1, 7)[:, None] * jnp.ones((7, 4)))
+    a, b = policies.random_search(7, max_budget=4), policies.random_search(7, max_budget=4)
+    assert a == b and hash(a) == hash(b)
+    assert a != policies.random_search(7, max_budget=3) and a != policies.random_search(7, max_budget=4, replace=True)
+    with count_compilations() as compiled:
+        ta = sim.run(a, table, jax.random.key(0), max_jobs=7)
+        tb = sim.run(b, table, jax.random.key(0), max_jobs=7)
+    assert compiled["_run"] == 1
+    for x, y in zip(jax.tree_util.tree_leaves(ta), jax.tree_util.tree_leaves(tb)):
+        np.testing.assert_array_equal(x, y)
+    assert int(ta.incumbent) == 6 and int(ta.budget) == 28
+
+
+def test_incumbent_tracker_is_a_strict_running_minimum():
+    """update_incumbent: NaN never wins, ties keep the earlier result, ok masks out, replace wins."""
+    values = [0.5, np.nan, 0.3, 0.3, 0.7, np.inf, 0.1]
+    inc = policies.init_incumbent(jnp.float64, 1)
+    for i, v in enumerate(values):
+        inc = policies.update_incumbent(inc, jnp.asarray(v), i, jnp.full((1,), float(i)), ok=i != 6)
+    assert (float(inc.value), int(inc.config), float(inc.x[0])) == (0.3, 2, 2.0)
+    inc = policies.update_incumbent(inc, jnp.asarray(0.9), 9, jnp.zeros((1,)), replace=True)
+    assert (float(inc.value), int(inc.config)) == (0.9, 9) and inc.value.dtype == jnp.float64
+
+
+def test_best_value_is_a_deprecated_alias_of_incumbent_value():
+    policy = policies.random_search(3, max_budget=2)
+    state = policy.init(jax.random.key(0))
+    job, state = policy.ask(jax.random.key(1), state)
+    result = policies.Result(jnp.asarray(0.25), jnp.asarray(2, jnp.int32), jnp.asarray(False))
+    state, info = policy.tell(state, job, result)
+    assert float(info.incumbent_value) == float(state.incumbent_value) == 0.25
+    with pytest.warns(DeprecationWarning, match="incumbent_value"):
+        assert float(info.best_value) == 0.25
+    with pytest.warns(DeprecationWarning, match="incumbent_value"):
+        assert float(state.best_value) == 0.25
+
+
+def test_policy_steps_document_themselves():
+    """help(policy.tell) shows what the step does, with the protocol's signature."""
+    import inspect
+
+    x = np.linspace(0.0, 1.0, 9)[:, None]
+    built = [policies.random_search(9, max_budget=9), policies.sh(9, 9, uq=True), policies.bohb(9, 9, candidates=x),
+             policies.subsampling(9, 9, uq=True), policies.bo_bos(x, max_budget=9, max_evals=4, n0=3),
+             policies.auto_termination_bo(max_budget=9, max_evals=4, candidates=x, threshold=0.1, num_init=2)]
+    for policy in built:
+        for name in ("init", "ask", "report", "tell"):
+            step = getattr(policy, name)
+            if step is None:
+                continue
+            assert step.__doc__.lstrip().startswith(f"``{name}("), (policy, name)
+            params = list(inspect.signature(step).parameters)
+            assert params[-1] == "params" and len(params) == {"init": 2, "ask": 3, "report": 5, "tell": 4}[name]
