@@ -44,7 +44,7 @@ def termination_demo() -> None:
     keys = jax.random.split(jax.random.key(0), len(y))
 
     def one(k, X, y, f, dm):
-        return regret.replay(X, y, f, key=k, dim_mask=dm, beta_size=3.0, num_segments=2)
+        return regret.replay(k, X, y, f, dim_mask=dm, options=regret.ReplayOptions(beta_size=3.0, num_segments=2))
 
     start = time.perf_counter()
     res = jax.block_until_ready(jax.vmap(one)(keys, X, y, folds, dims))

@@ -7,10 +7,14 @@ Nothing here is public API; the public modules (``gp``, ``regret``, ``confidence
 * ``numerics``: float64-accurate special functions (erfcx, Gaussian tails and hazards)
   and a stable argsort.
 * ``linalg``: Cholesky, triangular and symmetric inverses with cheap gradients.
-* ``gp_core``: the one masked GP: Matérn-5/2 kernel, Gram matrix, jittered factor,
-  posterior, predictions, standardisation.
-* ``gp_fit``: its log marginal likelihood with analytic gradient, the weak priors and
-  the profiled BFGS fit (ML-II / MAP).
+* ``gp_likelihood``: the kernel-agnostic masked GP: Gram conditioning, jittered factor,
+  log marginal likelihood and its gradient from the Gram matrix's derivatives, posterior
+  moments from a factor (used by the Matérn GP and by the learning-curve GP of ``bos``).
+* ``gp_core``: the Matérn-5/2 GP on it: kernel, Gram matrix, posterior, predictions,
+  standardisation.
+* ``gp_fit``: the Matérn GP's likelihood with analytic gradient, the weak priors and the
+  profiled BFGS fit (ML-II / MAP).
+* ``optim``: the multistart loop of both GP fits and the curve GP's projected Adam.
 * ``regret_bound``: Eq. (8) of Makarova et al. on a posterior: beta, confidence bounds,
   EI / PI, LCB refinement.
 * ``termination``: top set, standardisation, fit and bound of one study, CV threshold
