@@ -75,8 +75,8 @@ from jaxstop import regret  # noqa: E402
 
 SETTINGS = {
     "jaxstop": {},
-    "jaxstop (Optuna settings)": {"candidates": 2048, "refine_steps": 0, "fit_mean": False},
-    "jaxstop warm": {"fit_steps": 5},
+    "jaxstop (Optuna settings)": {"candidates": 2048, "options": regret.FitOptions(refine_steps=0, fit_mean=False)},
+    "jaxstop warm": {"options": regret.FitOptions(fit_steps=5)},
     "jaxstop float32": {},
 }
 WARM = "jaxstop warm"
@@ -224,14 +224,15 @@ def main(argv=None):
         done = batch - batch % chunk
         prev_mask = jnp.broadcast_to(jnp.arange(n_b) < n_b - 1, (chunk, n_b))
         cold = jax.jit(jax.vmap(lambda key, X, y, m: (lambda fb: (fb.params, fb.inv_hessian))(
-            regret.fit_regret_bound(key, X, y, m, chunk_size=256))))
+            regret.fit_regret_bound(key, X, y, m, options=regret.FitOptions(chunk_size=256)))))
         inits = [cold(keys[i:i + chunk], Xb[i:i + chunk], yb[i:i + chunk], prev_mask) for i in range(0, done, chunk)]
         for mode in ("cold", "warm", "cold float32"):
             if mode == "warm":
                 fn = jax.vmap(lambda key, X, y, init: regret.fit_regret_bound(
-                    key, X, y, init=init[0], init_inv_hessian=init[1], fit_steps=5, chunk_size=256))
+                    key, X, y, init=init[0], init_inv_hessian=init[1],
+                    options=regret.FitOptions(fit_steps=5, chunk_size=256)))
             else:
-                fn = jax.vmap(lambda key, X, y, init: regret.fit_regret_bound(key, X, y, chunk_size=256))
+                fn = jax.vmap(lambda key, X, y, init: regret.fit_regret_bound(key, X, y, options=regret.FitOptions(chunk_size=256)))
             Xm, ym = (Xb.astype(jnp.float32), yb.astype(jnp.float32)) if mode == "cold float32" else (Xb, yb)
             c, _, _, compiled = time_jaxstop(fn, (keys[:chunk], Xm[:chunk], ym[:chunk], inits[0]), 1)
             runs = []

@@ -81,10 +81,11 @@ def _worker(payload):
     recorded = convention == "authors"
 
     def one(c, v, f, dm, key, ei, pi):
-        return regret.replay(c, v, f, key=key, dim_mask=dm, ei=ei if recorded else None, pi=pi if recorded else None,
-                             convention=convention, ours_scales=OURS_SCALES, conv_patience=CONV,
-                             ei_thresholds=(1e-8,), pi_thresholds=(1e-8,), fit_steps=opts["fit_steps"],
-                             num_segments=opts["segments"])
+        options = regret.ReplayOptions(ours_scales=OURS_SCALES, conv_patience=CONV, ei_thresholds=(1e-8,),
+                                       pi_thresholds=(1e-8,), fit_steps=opts["fit_steps"],
+                                       num_segments=opts["segments"])
+        return regret.replay(key, c, v, f, dim_mask=dm, ei=ei if recorded else None, pi=pi if recorded else None,
+                             convention=convention, options=options)
 
     fn = jax.jit(jax.vmap(one))
     out, compile_s, run_s = [], 0.0, 0.0
