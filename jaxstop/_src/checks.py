@@ -169,6 +169,19 @@ def deprecated(message: str, stacklevel: int = 3) -> None:
     warnings.warn(message, DeprecationWarning, stacklevel=stacklevel)
 
 
+def renamed(fn: str, new: str, value, old: str, old_value, stacklevel: int = 4):
+    """The value of ``fn``'s argument ``new``, also accepted under its deprecated name ``old``
+    (with a :class:`DeprecationWarning`; ``old_value`` is :data:`UNSET` when not passed).
+    Raises ``TypeError`` when both are given."""
+    if old_value is UNSET:
+        return value
+    if value is not None:
+        raise TypeError(f"{fn}() got both {new} and its deprecated name {old}; pass {new} only")
+    deprecated(f"{fn}({old}=...) is deprecated and will be removed in the next release; pass {new}=...",
+               stacklevel=stacklevel)
+    return old_value
+
+
 def options_with(options, cls, fn: str, old_keywords: dict, stacklevel: int = 4):
     """The ``options`` argument of ``fn`` as a ``cls`` (a NamedTuple of settings with
     defaults; ``None`` means ``cls()``), with the deprecated keywords ``old_keywords``

@@ -385,12 +385,7 @@ def backward_induction(
         >>> table.actions.shape, int(table.first_epoch), int(table.num_valid)
         ((5, 99), 9, 500)
     """
-    if valid is not checks.UNSET:
-        if mask is not None:
-            raise TypeError("backward_induction() got both mask and its deprecated name valid; pass mask only")
-        checks.deprecated("backward_induction(valid=...) is deprecated and will be removed in the next release; "
-                          "pass mask=...")
-        mask = valid
+    mask = checks.renamed("backward_induction", "mask", mask, "valid", valid)
     missing = [n for n, v in (("mask", mask), ("best_error", best_error), ("k1", k1), ("k2", k2), ("cost", cost))
                if v is None]
     if missing:

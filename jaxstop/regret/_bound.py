@@ -148,12 +148,7 @@ def regret_bound(
         >>> bool(rb.bound >= 0), bool(rb.lcb_min <= rb.lcb_min_grid)
         (True, True)
     """
-    if eval_mask is not _checks.UNSET:
-        if mask is not None:
-            raise TypeError("regret_bound() got both mask and its deprecated name eval_mask; pass mask only")
-        _checks.deprecated("regret_bound(eval_mask=...) is deprecated and will be removed in the next release; "
-                           "pass mask=...")
-        mask = eval_mask
+    mask = _checks.renamed("regret_bound", "mask", mask, "eval_mask", eval_mask)
     if candidates is None or beta is None:
         missing = [n for n, v in (("candidates", candidates), ("beta", beta)) if v is None]
         raise TypeError(f"regret_bound() missing required argument(s): {missing}")
