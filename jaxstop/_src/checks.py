@@ -17,9 +17,9 @@ import jax.numpy as jnp
 import numpy as np
 
 
-def is_concrete(x) -> bool:
-    """True when ``x`` holds values (not a tracer inside jit / vmap / grad)."""
-    return not isinstance(x, jax.core.Tracer)
+def is_concrete(*xs) -> bool:
+    """True when every one of ``xs`` holds values (none is a tracer inside jit / vmap / grad)."""
+    return not any(isinstance(x, jax.core.Tracer) for x in xs)
 
 
 def float_array(x, name: str, dtype=None) -> jax.Array:

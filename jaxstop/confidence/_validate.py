@@ -11,9 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-
-def is_concrete(*arrays) -> bool:
-    return not any(isinstance(a, jax.core.Tracer) for a in arrays)
+from jaxstop._src.checks import is_concrete
 
 
 def real_array(x, name: str) -> jax.Array | np.ndarray:

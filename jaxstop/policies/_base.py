@@ -41,6 +41,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxstop._src import checks
+
 __all__ = ["Policy", "Job", "Result", "Info", "make_job", "InitFn", "AskFn", "ReportFn", "TellFn",
            "Incumbent", "init_incumbent", "improves", "update_incumbent",
            "Static", "Step", "DefaultParams", "jit_step", "build_policy", "no_params", "renamed_field"]
@@ -241,7 +243,7 @@ def _static_key(value):
 
 
 def _concrete(tree) -> bool:
-    return not any(isinstance(a, jax.core.Tracer) for a in jax.tree_util.tree_leaves(tree))
+    return checks.is_concrete(*jax.tree_util.tree_leaves(tree))
 
 
 class Static:
