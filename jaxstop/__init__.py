@@ -23,7 +23,8 @@ from jaxstop import sim as sim
 from jaxstop._src.compile import compiler_options as compiler_options
 from jaxstop._src.io import load as load
 from jaxstop._src.io import save as save
+from jaxstop._src.status import Reason as Reason
 
 __version__ = "0.1.0"
 
-__all__ = ["bos", "confidence", "data", "gp", "policies", "regret", "sim", "save", "load", "compiler_options", "__version__"]
+__all__ = ["bos", "confidence", "data", "gp", "policies", "regret", "sim", "save", "load", "compiler_options", "Reason", "__version__"]

@@ -3,7 +3,9 @@
 Nothing here is public API; the public modules (``gp``, ``regret``, ``confidence``,
 ``bos``, ``policies``, ``sim``) validate their arguments and call into it. Files:
 
-* ``checks``: eager validation of arguments (raises naming the argument).
+* ``checks``: eager validation of arguments (raises naming the argument), the supported
+  dtypes, and ``inert_rows`` (padded rows replaced before any arithmetic).
+* ``status``: the status convention of results (``ok`` and the ``Reason`` codes).
 * ``numerics``: float64-accurate special functions (erfcx, Gaussian tails and hazards)
   and a stable argsort.
 * ``linalg``: Cholesky, triangular and symmetric inverses with cheap gradients.

@@ -22,11 +22,30 @@ def is_concrete(*xs) -> bool:
     return not any(isinstance(x, jax.core.Tracer) for x in xs)
 
 
+SUPPORTED_FLOATS = ("float32", "float64")
+
+
+def check_float_dtype(dtype, name: str) -> None:
+    """Raises ``TypeError`` naming ``name`` unless ``dtype`` is float32 or float64.
+
+    float16 / bfloat16 are rejected everywhere: their 3-4 significant digits cannot
+    carry a GP factorisation, a tail probability or a regret bound, and XLA's CPU
+    linear algebra does not implement them.
+    """
+    dt = jnp.dtype(dtype)
+    if jnp.issubdtype(dt, jnp.floating) and dt.name not in SUPPORTED_FLOATS:
+        raise TypeError(
+            f"{name} has unsupported dtype {dt.name}; jaxstop computes in float32 or float64 "
+            f"(convert with {name}.astype(jnp.float32))"
+        )
+
+
 def float_array(x, name: str, dtype=None) -> jax.Array:
     """Converts ``x`` to a floating JAX array, keeping a floating input dtype.
 
-    Integer and boolean inputs become the default float dtype. Complex input
-    is rejected.
+    Integer and boolean inputs become the default float dtype. Complex input and
+    floating dtypes other than float32 / float64 are rejected (``TypeError`` naming
+    ``name``).
     """
     try:
         arr = jnp.asarray(x)
@@ -34,6 +53,7 @@ def float_array(x, name: str, dtype=None) -> jax.Array:
         raise TypeError(f"{name} must be array-like of numbers, got {type(x).__name__}") from err
     if jnp.issubdtype(arr.dtype, jnp.complexfloating):
         raise TypeError(f"{name} must be real, got dtype {arr.dtype}")
+    check_float_dtype(arr.dtype, name)
     if dtype is not None:
         return arr.astype(dtype)
     if not jnp.issubdtype(arr.dtype, jnp.floating):
@@ -47,6 +67,20 @@ def common_float_dtype(*arrays) -> jnp.dtype:
     if not jnp.issubdtype(dt, jnp.floating):
         dt = jnp.result_type(float)
     return dt
+
+
+def inert_rows(x, mask, fill=0.0) -> jax.Array:
+    """``x`` with the rows ``mask`` marks padded replaced by ``fill`` (traceable).
+
+    The one mechanism that makes padded rows inert: applied before any arithmetic,
+    so a NaN, inf or 1e30 on a padded row cannot reach a sum, a Gram matrix or a
+    gradient (``0 * nan`` is ``nan``, so multiplying by the mask afterwards is not
+    enough). ``mask`` has the leading shape of ``x``; trailing axes broadcast.
+    """
+    x = jnp.asarray(x)
+    m = jnp.asarray(mask, dtype=bool)
+    m = m.reshape(m.shape + (1,) * (x.ndim - m.ndim))
+    return jnp.where(m, x, jnp.asarray(fill, dtype=x.dtype))
 
 
 def check_rank(x, rank: int, name: str, what: str = "") -> None:
@@ -116,8 +150,20 @@ def positive_int(value, name: str, minimum: int = 1) -> int:
     return int(value)
 
 
+def _real_scalar(value):
+    """``value`` as a Python float if it is a real scalar (Python, NumPy or 0-d array), else None."""
+    if isinstance(value, (bool, np.bool_)):
+        return None
+    if isinstance(value, numbers.Real):
+        return float(value)
+    if isinstance(value, (np.ndarray, jax.Array)) and value.ndim == 0 and is_concrete(value):
+        if jnp.issubdtype(value.dtype, jnp.floating) or jnp.issubdtype(value.dtype, jnp.integer):
+            return float(value)
+    return None
+
+
 def nonneg_float(value, name: str, *, positive: bool = False, high: float | None = None) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+    if _real_scalar(value) is None:
         raise TypeError(f"{name} must be a float, got {type(value).__name__}")
     value = float(value)
     if not math.isfinite(value) or value < 0 or (positive and value == 0):
