@@ -1,6 +1,6 @@
 """Simulation studies: play a policy against a table of real learning curves.
 
-:func:`run` plays one whole HPO run inside one jitted ``lax.scan``; ``jax.vmap``
+:func:`run` plays one whole HPO run inside one jitted loop; ``jax.vmap``
 over keys (or params) gives many runs, and :func:`run_batch` does that and
 spreads the runs over all local devices with ``jax.sharding``.
 
@@ -60,7 +60,8 @@ class Trace(NamedTuple):
         budget: Total budget units spent, int32 ().
         stop_job: Index of the job after which the policy terminated the study, or
             ``max_jobs`` if it never did, int32 ().
-        num_jobs: Number of jobs run (``stop_job + 1``, or ``max_jobs``), int32 ().
+        num_jobs: Number of jobs run (``stop_job + 1``, or the jobs run before
+            ``max_jobs`` cut the study), int32 ().
         bad_jobs: Jobs whose config index was outside the table (clipped), int32 ().
         jobs: The :class:`~jaxstop.policies.Job` of every step, stacked (max_jobs, ...).
         results: The :class:`~jaxstop.policies.Result` of every step.
@@ -68,6 +69,8 @@ class Trace(NamedTuple):
         active: Whether step j ran (before termination), shape (max_jobs,) bool.
         spent: Cumulative budget after each step, shape (max_jobs,) int32.
         incumbents: Incumbent after each step, shape (max_jobs,) int32.
+        truncated: Whether ``max_jobs`` ended the study before the policy terminated
+            it, bool ().
     """
 
     incumbent: jax.Array
@@ -83,6 +86,7 @@ class Trace(NamedTuple):
     active: jax.Array
     spent: jax.Array
     incumbents: jax.Array
+    truncated: jax.Array
 
 
 def curve_lengths(table: CurveTable) -> jax.Array:
@@ -151,93 +155,194 @@ def _evaluate(policy: Policy, table: CurveTable, lengths, job: Job, state, param
     return Result(value, epoch.astype(jnp.int32), stopped), state
 
 
-def _run(policy: Policy, table: CurveTable, key, params, max_jobs: int) -> Trace:
+def _lookup(table: CurveTable, lengths, job: Job, history: int) -> Result:
+    """The result of one job of the batch protocol (no early stopping) with the last
+    ``history`` losses up to its end, oldest first, left-aligned, NaN-padded."""
+    num_configs = table.values.shape[0]
+    c = jnp.clip(job.config, 0, num_configs - 1)
+    row = table.values[c]
+    end = jnp.clip(job.budget, 1, lengths[c])
+    first = jnp.maximum(end - history, 0)
+    idx = first + jnp.arange(history)
+    hist = jnp.where(idx < end, row[jnp.clip(idx, 0, row.shape[0] - 1)], jnp.nan)
+    return Result(row[end - 1], end.astype(jnp.int32), jnp.asarray(False), hist)
+
+
+class _Carry(NamedTuple):
+    """The simulator's loop state: the policy's state, counters and the trace buffers."""
+
+    state: Any
+    step: jax.Array       # loop iterations (jobs, or batches)
+    n: jax.Array          # jobs run
+    done: jax.Array       # the policy terminated the study
+    spent: jax.Array
+    incumbent: jax.Array
+    stop_job: jax.Array
+    bad: jax.Array
+    buffers: Any          # (jobs, results, infos, active, spent, incumbents) of every job
+
+
+def _write(buffers, rows, at):
+    """Writes ``rows`` (leading axis r) into ``buffers`` (leading axis >= at + r) at ``at``."""
+    return jax.tree_util.tree_map(
+        lambda b, r: jax.lax.dynamic_update_slice_in_dim(b, r.astype(b.dtype), at, axis=0), buffers, rows)
+
+
+def _run(policy: Policy, table: CurveTable, key, params, max_jobs: int, batched: bool) -> Trace:
     num_configs = table.values.shape[0]
     lengths = curve_lengths(table)
     k_init, k_loop = jax.random.split(key)
     state0 = policy.init(k_init, params)
+    width = policy.batch_size if batched else 1
 
     def play(state, k):
+        """One loop iteration: ``width`` job slots, their ``active`` mask, one info."""
+        if batched:
+            jobs, act, state = policy.ask_batch(k, state, params)
+            results = jax.vmap(lambda j: _lookup(table, lengths, j, policy.history))(jobs)
+            return jobs, act, results, state
         job, state = policy.ask(k, state, params)
         result, state = _evaluate(policy, table, lengths, job, state, params)
-        state, info = policy.tell(state, job, result, params)
-        return state, job, result, info
+        add = lambda t: jax.tree_util.tree_map(lambda a: a[None], t)  # noqa: E731
+        return add(job), jnp.ones((1,), bool), add(result), state
 
-    shapes = jax.eval_shape(play, state0, k_loop)
-    placeholder = jax.tree_util.tree_map(lambda s: jnp.zeros(s.shape, s.dtype), shapes[1:])
+    def tell(state, jobs, act, results):
+        """The state and one info per slot."""
+        if batched:
+            return policy.tell_batch(state, jobs, results, act, params)
+        one = lambda t: jax.tree_util.tree_map(lambda a: a[0], t)  # noqa: E731
+        state, info = policy.tell(state, one(jobs), one(results), params)
+        return state, jax.tree_util.tree_map(lambda a: jnp.asarray(a)[None], info)
 
-    def step(carry, inp):
-        state, done, spent, incumbent, stop_job, bad = carry
-        j, k = inp
-        new_state, job, result, info = jax.lax.cond(
-            done, lambda s: (s, *placeholder), lambda s: play(s, k), state
-        )
-        active = ~done
-        cost = jnp.where(active, result.epoch - jnp.clip(job.start, 0, result.epoch), 0)
-        spent = spent + cost
-        incumbent = jnp.where(active, jnp.asarray(info.incumbent, jnp.int32), incumbent)
-        terminate = active & jnp.asarray(info.terminate, bool)
-        stop_job = jnp.where(terminate, j, stop_job)
-        bad = bad + (active & ((job.config < 0) | (job.config >= num_configs))).astype(jnp.int32)
-        carry = (new_state, done | terminate, spent, incumbent, stop_job, bad)
-        return carry, (job, result, info, active, spent, incumbent)
-
-    carry0 = (
-        state0,
-        jnp.asarray(False),
-        jnp.zeros((), jnp.int32),
-        jnp.asarray(-1, jnp.int32),
-        jnp.asarray(max_jobs, jnp.int32),
-        jnp.zeros((), jnp.int32),
+    shapes = jax.eval_shape(lambda s, k: (lambda j, a, r, s2: (j, r._replace(history=None), tell(s2, j, a, r)[1]))(
+        *play(s, k)), state0, k_loop)
+    job_shapes, result_shapes, info_shape = shapes
+    cap = max_jobs + width
+    buffers = (
+        jax.tree_util.tree_map(lambda sd: jnp.zeros((cap,) + sd.shape[1:], sd.dtype), job_shapes),
+        jax.tree_util.tree_map(lambda sd: jnp.zeros((cap,) + sd.shape[1:], sd.dtype), result_shapes),
+        jax.tree_util.tree_map(lambda sd: jnp.zeros((cap,) + sd.shape[1:], sd.dtype), info_shape),
+        jnp.zeros((cap,), bool),
+        jnp.zeros((cap,), jnp.int32),
+        jnp.zeros((cap,), jnp.int32),
     )
-    steps = (jnp.arange(max_jobs, dtype=jnp.int32), jax.random.split(k_loop, max_jobs))
-    (_, _, spent, incumbent, stop_job, bad), (jobs, results, infos, active, spent_t, incs) = jax.lax.scan(
-        step, carry0, steps
-    )
+
+    def cond(c: _Carry):
+        # a finished study stops here; under vmap the loop ends when every study has
+        return ~c.done & (c.n < max_jobs) & (c.step < max_jobs)
+
+    keys = jax.random.split(k_loop, max_jobs)
+
+    def body(c: _Carry) -> _Carry:
+        k = keys[c.step]
+        jobs, act, results, state = play(c.state, k)
+        # never run more than max_jobs jobs: later slots of a batch stay un-run
+        pos = c.n + jnp.cumsum(act.astype(jnp.int32)) - 1
+        act = act & (pos < max_jobs)
+        state, infos = tell(state, jobs, act, results)
+        count = jnp.sum(act).astype(jnp.int32)
+        # the batch's active jobs first, in slot order (the order ask would give them)
+        order = jnp.argsort(~act, stable=True)
+        take = lambda t: jax.tree_util.tree_map(lambda a: a[order], t)  # noqa: E731
+        jobs, results, infos, act = take(jobs), take(results)._replace(history=None), take(infos), act[order]
+        cost = jnp.where(act, results.epoch - jnp.clip(jobs.start, 0, results.epoch), 0)
+        spent_t = c.spent + jnp.cumsum(cost).astype(jnp.int32)
+        info = jax.tree_util.tree_map(lambda a: a[jnp.maximum(count - 1, 0)], infos)  # after the last job
+        incumbent = jnp.where(count > 0, jnp.asarray(info.incumbent, jnp.int32), c.incumbent)
+        incs = jnp.asarray(infos.incumbent, jnp.int32)
+        rows = (jobs, results, infos, act, spent_t, incs)
+        # slots that did not run stay zero in the trace
+        rows = jax.tree_util.tree_map(
+            lambda a: jnp.where(act.reshape((width,) + (1,) * (a.ndim - 1)), a, jnp.zeros_like(a)), rows)
+        buffers = _write(c.buffers, rows, c.n)
+        terminate = (count > 0) & jnp.asarray(info.terminate, bool)
+        n = c.n + count
+        bad = c.bad + jnp.sum(act & ((jobs.config < 0) | (jobs.config >= num_configs))).astype(jnp.int32)
+        return _Carry(state, c.step + 1, n, c.done | terminate, c.spent + jnp.sum(cost).astype(jnp.int32),
+                      incumbent, jnp.where(terminate, n - 1, c.stop_job), bad, buffers)
+
+    zero = jnp.zeros((), jnp.int32)
+    c0 = _Carry(state0, zero, zero, jnp.asarray(False), zero, jnp.asarray(-1, jnp.int32),
+                jnp.asarray(max_jobs, jnp.int32), zero, buffers)
+    c = jax.lax.while_loop(cond, body, c0)
+    jobs, results, infos, active, spent_t, incs = jax.tree_util.tree_map(lambda b: b[:max_jobs], c.buffers)
+    # after the last job the cumulative budget and incumbent stay where they are
+    ran = jnp.arange(max_jobs) < c.n
+    spent_t = jnp.where(ran, spent_t, c.spent)
+    incs = jnp.where(ran, incs, c.incumbent)
+    incumbent = c.incumbent
     inc = jnp.clip(incumbent, 0, num_configs - 1)
     last = lengths[inc] - 1
     has_inc = incumbent >= 0
     nan = jnp.asarray(jnp.nan, table.values.dtype)
     inc_value = jnp.where(has_inc, table.values[inc, last], nan)
     inc_test = nan if table.test is None else jnp.where(has_inc, table.test[inc, last], nan)
-    num_jobs = jnp.where(stop_job < max_jobs, stop_job + 1, max_jobs).astype(jnp.int32)
-    return Trace(incumbent, inc_value, inc_test, spent, stop_job, num_jobs, bad,
-                 jobs, results, infos, active, spent_t, incs)
+    num_jobs = jnp.where(c.stop_job < max_jobs, c.stop_job + 1, c.n).astype(jnp.int32)
+    return Trace(incumbent, inc_value, inc_test, c.spent, c.stop_job, num_jobs, c.bad,
+                 jobs, results, infos, active, spent_t, incs, ~c.done)
 
 
-_run_jit = jax.jit(_run, static_argnames=("policy", "max_jobs"))
+_run_jit = jax.jit(_run, static_argnames=("policy", "max_jobs", "batched"))
 
 
-def _check_run_args(policy, table, max_jobs):
+def _check_run_args(policy, table, max_jobs, batched):
     if not isinstance(policy, Policy):
         raise TypeError(f"policy must be a jaxstop.policies.Policy, got {type(policy).__name__}")
+    table = _check_table(table)
+    rows = table.values.shape[0]
+    limits = policy.limits
+    if limits.num_configs is not None and limits.num_configs != rows:
+        raise ValueError(
+            f"the policy indexes {limits.num_configs} configurations but table.values has {rows} rows "
+            f"(shape {table.values.shape}: rows are configurations, columns budget units)"
+        )
+    if max_jobs is None:
+        if limits.max_jobs is None:
+            raise ValueError("max_jobs is required: this policy does not bound the number of jobs of a study")
+        max_jobs = limits.max_jobs
     max_jobs = _checks.positive_int(max_jobs, "max_jobs")
-    return _check_table(table), max_jobs
+    if batched is None:
+        batched = policy.ask_batch is not None
+    elif batched and policy.ask_batch is None:
+        raise ValueError("batched=True needs a policy with the batch protocol (policy.ask_batch)")
+    return table, max_jobs, bool(batched)
 
 
-def run(policy: Policy, table: CurveTable, key: jax.Array, params: Any = None, *, max_jobs: int) -> Trace:
-    """Plays one HPO run of ``policy`` against ``table`` in one jitted scan.
+def run(policy: Policy, table: CurveTable, key: jax.Array, params: Any = None, *, max_jobs: int | None = None,
+        batched: bool | None = None) -> Trace:
+    """Plays one HPO run of ``policy`` against ``table`` in one jitted loop.
 
-    Each of the ``max_jobs`` steps asks the policy for a job, trains it against
-    the table (calling ``policy.report`` after every budget unit, if the policy
-    has one, and stopping when it says so; a job never trains past the end of its
-    configuration's curve), and tells the policy the result. After the policy
-    sets ``info.terminate`` the remaining steps do nothing.
+    Each step asks the policy for a job, trains it against the table (calling
+    ``policy.report`` after every budget unit, if the policy has one, and stopping
+    when it says so; a job never trains past the end of its configuration's curve),
+    and tells the policy the result. The loop ends when the policy sets
+    ``info.terminate`` or after ``max_jobs`` jobs; under ``jax.vmap`` it ends when
+    every study has, so finished studies cost nothing once all are finished.
+
+    With the batch protocol (``batched``, the default for policies that offer it,
+    e.g. SH / Hyperband and their UQ versions) a step runs a whole round: every job of
+    ``policy.ask_batch`` is looked up at once and ``policy.tell_batch`` makes the
+    round's decision once. The trace is that of the one-job-at-a-time protocol (the
+    policy's contract); only the keys differ (one per round instead of one per job).
 
     Args:
         policy: A :class:`~jaxstop.policies.Policy`.
-        table: The curves to play against.
+        table: The curves to play against; its rows must be the policy's
+            configurations (``policy.limits.num_configs``), else ``ValueError``.
         key: PRNG key.
         params: The policy's numeric hyperparameters; default ``policy.default_params()``.
-        max_jobs: Number of steps (static).
+        max_jobs: Most jobs to run (static); default ``policy.limits.max_jobs``, the
+            policy's own bound (required when the policy has none). A smaller value
+            cuts studies short: ``Trace.truncated`` says which.
+        batched: Use the batch protocol (static); default: when the policy has it.
 
     Returns:
         A :class:`Trace`. Works under ``jax.vmap`` over keys, params or tables.
     """
-    table, max_jobs = _check_run_args(policy, table, max_jobs)
+    table, max_jobs, batched = _check_run_args(policy, table, max_jobs, batched)
     if params is None:
         params = policy.default_params()
-    return _run_jit(policy, table, key, params, max_jobs)
+    return _run_jit(policy, table, key, params, max_jobs, batched)
 
 
 def run_batch(
@@ -246,8 +351,9 @@ def run_batch(
     keys: jax.Array,
     params: Any = None,
     *,
-    max_jobs: int,
+    max_jobs: int | None = None,
     devices=None,
+    batched: bool | None = None,
 ) -> Trace:
     """Many independent runs (one per key), sharded over ``devices``.
 
@@ -256,14 +362,14 @@ def run_batch(
     number of keys must be a multiple of the number of devices.
 
     Args:
-        policy, table, params, max_jobs: As in :func:`run` (``params`` shared).
+        policy, table, params, max_jobs, batched: As in :func:`run` (``params`` shared).
         keys: PRNG keys, shape (num_runs,).
         devices: Devices to use; default ``jax.devices()``.
 
     Returns:
         A :class:`Trace` whose leaves have a leading (num_runs,) axis.
     """
-    table, max_jobs = _check_run_args(policy, table, max_jobs)
+    table, max_jobs, batched = _check_run_args(policy, table, max_jobs, batched)
     if params is None:
         params = policy.default_params()
     devices = list(jax.devices() if devices is None else devices)
@@ -275,10 +381,10 @@ def run_batch(
     mesh = jax.sharding.Mesh(np.asarray(devices), ("runs",))
     sharded = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("runs"))
     keys = jax.device_put(keys, sharded)
-    return _run_batch_jit(policy, table, keys, params, max_jobs)
+    return _run_batch_jit(policy, table, keys, params, max_jobs, batched)
 
 
-@partial(jax.jit, static_argnames=("policy", "max_jobs"))
-def _run_batch_jit(policy, table, keys, params, max_jobs):
-    return jax.vmap(lambda k: _run(policy, table, k, params, max_jobs))(keys)
+@partial(jax.jit, static_argnames=("policy", "max_jobs", "batched"))
+def _run_batch_jit(policy, table, keys, params, max_jobs, batched):
+    return jax.vmap(lambda k: _run(policy, table, k, params, max_jobs, batched))(keys)
 

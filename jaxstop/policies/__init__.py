@@ -6,11 +6,14 @@ from jaxstop.policies._base import build_policy as build_policy
 from jaxstop.policies._base import init_incumbent as init_incumbent
 from jaxstop.policies._base import update_incumbent as update_incumbent
 from jaxstop.policies._base import Info as Info
+from jaxstop.policies._base import AskBatchFn as AskBatchFn
 from jaxstop.policies._base import InitFn as InitFn
 from jaxstop.policies._base import Job as Job
+from jaxstop.policies._base import Limits as Limits
 from jaxstop.policies._base import Policy as Policy
 from jaxstop.policies._base import ReportFn as ReportFn
 from jaxstop.policies._base import Result as Result
+from jaxstop.policies._base import TellBatchFn as TellBatchFn
 from jaxstop.policies._base import TellFn as TellFn
 from jaxstop.policies._base import make_job as make_job
 from jaxstop.policies.auto_termination import AutoTerminationInfo as AutoTerminationInfo
@@ -48,6 +51,9 @@ __all__ = [
     "Result",
     "make_job",
     "InitFn",
+    "AskBatchFn",
+    "TellBatchFn",
+    "Limits",
     "AskFn",
     "ReportFn",
     "TellFn",

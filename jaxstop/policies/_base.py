@@ -19,6 +19,21 @@ One HPO step::
 ``report`` may be ``None`` for policies that need no per-epoch values (the
 simulator then evaluates a job with a single lookup).
 
+A policy whose jobs come in rounds (a rung of successive halving) may also offer the
+batch form of the protocol: ``ask_batch`` returns every job of the round at once (a
+fixed ``batch_size`` of slots with an ``active`` mask) and ``tell_batch`` takes all their
+results, so round-level work (a keep decision) runs once per round instead of behind a
+``lax.cond`` at every job. The contract: a batch is the jobs ``ask`` would return one at
+a time, in slot order, and ``tell_batch`` leaves the state ``report`` and ``tell`` would
+after them, with the infos ``tell`` would return after each job. ``report`` is not
+called in the batch form; a policy declares instead the
+per-job loss history it needs (``history``: the simulator passes the last ``history``
+losses of every job in ``Result.history``)::
+
+    jobs, active, state = policy.ask_batch(key, state, params)    # jobs: leading axis
+    results = ...                                                  # every active job
+    state, infos = policy.tell_batch(state, jobs, results, active, params)   # one info per job
+
 Every policy is built the same way (like optax's aliases): its factory validates the
 arguments, puts the static ones in a configuration NamedTuple and calls
 :func:`build_policy` with module-level step functions ``step(config, *args, params)``.
@@ -44,6 +59,7 @@ import numpy as np
 from jaxstop._src import checks
 
 __all__ = ["Policy", "Job", "Result", "Info", "make_job", "InitFn", "AskFn", "ReportFn", "TellFn",
+           "AskBatchFn", "TellBatchFn", "Limits",
            "Incumbent", "init_incumbent", "improves", "update_incumbent",
            "Static", "Step", "DefaultParams", "jit_step", "build_policy", "no_params", "renamed_field"]
 
@@ -75,11 +91,15 @@ class Result(NamedTuple):
         epoch: Last budget unit trained, int32 (); less than ``job.budget`` when the
             job was stopped early or the configuration's curve ended.
         stopped: Whether ``report`` stopped the job early, bool ().
+        history: For the batch protocol only: the last ``policy.history`` losses up to
+            ``epoch``, oldest first, left-aligned and NaN-padded when fewer were
+            trained, shape (history,); ``None`` otherwise.
     """
 
     value: jax.Array
     epoch: jax.Array
     stopped: jax.Array
+    history: Any = None
 
 
 class Info(NamedTuple):
@@ -122,6 +142,36 @@ class TellFn(Protocol):
     def __call__(self, state: Any, job: Job, result: Result, params: Any = ...) -> tuple[Any, Any]: ...
 
 
+class AskBatchFn(Protocol):
+    """``ask_batch(key, state, params) -> (jobs, active, state)``: every job of the next round;
+    ``jobs`` has a leading (batch_size,) axis, ``active`` (batch_size,) bool marks the real ones."""
+
+    def __call__(self, key: jax.Array, state: Any, params: Any = ...) -> tuple[Job, jax.Array, Any]: ...
+
+
+class TellBatchFn(Protocol):
+    """``tell_batch(state, jobs, results, active, params) -> (state, infos)``: the results of the
+    ``active`` jobs of a batch (leading (batch_size,) axes); ``infos`` has the same leading axis,
+    each row the info ``tell`` would return after that job (inactive rows are unspecified)."""
+
+    def __call__(self, state: Any, jobs: Job, results: Result, active: jax.Array,
+                 params: Any = ...) -> tuple[Any, Any]: ...
+
+
+class Limits(NamedTuple):
+    """What a policy knows statically about the studies it can run (checked by :mod:`jaxstop.sim`).
+
+    Attributes:
+        num_configs: Rows of the candidate table its jobs index (``None`` when its jobs are
+            points of the unit cube, ``job.config == -1``).
+        max_jobs: Most jobs one study runs before the policy terminates it (``None`` when
+            the policy does not terminate by itself).
+    """
+
+    num_configs: Optional[int] = None
+    max_jobs: Optional[int] = None
+
+
 class Policy(NamedTuple):
     """A stopping / scheduling policy as pure functions.
 
@@ -134,6 +184,11 @@ class Policy(NamedTuple):
             least ``terminate`` and ``incumbent``.
         default_params: ``default_params() -> params``, the default numeric
             hyperparameters (a pytree; ``()`` when there are none).
+        ask_batch: The batch form of ``ask`` (:class:`AskBatchFn`), or ``None``.
+        tell_batch: The batch form of ``tell`` (:class:`TellBatchFn`), or ``None``.
+        batch_size: Slots of a batch (static int; 0 without the batch form).
+        history: Losses per job ``tell_batch`` needs in ``Result.history`` (static int).
+        limits: The policy's :class:`Limits` (table rows, most jobs of a study).
     """
 
     init: InitFn
@@ -141,6 +196,11 @@ class Policy(NamedTuple):
     report: Optional[ReportFn]
     tell: TellFn
     default_params: Callable[[], Any]
+    ask_batch: Optional[AskBatchFn] = None
+    tell_batch: Optional[TellBatchFn] = None
+    batch_size: int = 0
+    history: int = 0
+    limits: Limits = Limits()
 
 
 def make_job(config, x, budget, start=0) -> Job:
@@ -284,7 +344,7 @@ def jit_step(fn: Callable) -> Callable:
     return jax.jit(call, static_argnums=0)
 
 
-_ARITY = {"init": 1, "ask": 2, "report": 4, "tell": 3}
+_ARITY = {"init": 1, "ask": 2, "report": 4, "tell": 3, "ask_batch": 2, "tell_batch": 4}
 
 
 def _protocol_signature(protocol) -> inspect.Signature:
@@ -294,7 +354,8 @@ def _protocol_signature(protocol) -> inspect.Signature:
 
 
 _SIGNATURES = {"init": _protocol_signature(InitFn), "ask": _protocol_signature(AskFn),
-               "report": _protocol_signature(ReportFn), "tell": _protocol_signature(TellFn)}
+               "report": _protocol_signature(ReportFn), "tell": _protocol_signature(TellFn),
+               "ask_batch": _protocol_signature(AskBatchFn), "tell_batch": _protocol_signature(TellBatchFn)}
 
 
 class Step:
@@ -371,7 +432,8 @@ def no_params(config) -> tuple:
 
 
 def build_policy(config, *, init, ask, tell, report=None, default_params=no_params, check_params=None,
-                 eager=None) -> Policy:
+                 eager=None, ask_batch=None, tell_batch=None, batch_size: int = 0, history: int = 0,
+                 limits: Limits = Limits()) -> Policy:
     """A :class:`Policy` from module-level step functions and a static configuration.
 
     Every policy factory validates its arguments, builds ``config`` (a NamedTuple of
@@ -392,6 +454,13 @@ def build_policy(config, *, init, ask, tell, report=None, default_params=no_para
         eager: Optional dict ``{name: fn(static, *args, params)}`` of steps to run
             instead of the compiled step when every argument is concrete (e.g. to
             call a shared kernel's own compiled program between jitted pieces).
+        ask_batch, tell_batch: Step functions of the batch protocol
+            (``ask_batch(config, key, state, params)``, ``tell_batch(config, state, jobs,
+            results, active, params)``), both or neither. In the batch protocol
+            ``report`` is not called: ``tell_batch`` reads ``Result.history`` instead.
+        batch_size: Slots of a batch (required with the batch protocol).
+        history: Losses per job ``tell_batch`` reads from ``Result.history``.
+        limits: The policy's :class:`Limits`.
 
     Returns:
         A :class:`Policy`.
@@ -420,9 +489,18 @@ def build_policy(config, *, init, ask, tell, report=None, default_params=no_para
     unknown = set(eager) - set(_ARITY)
     if unknown:
         raise ValueError(f"eager names unknown steps {sorted(unknown)}")
+    if (ask_batch is None) != (tell_batch is None):
+        raise ValueError("ask_batch and tell_batch go together: give both or neither")
+    if ask_batch is not None:
+        batch_size = checks.positive_int(batch_size, "batch_size")
+        history = checks.positive_int(history, "history", minimum=0)
+    else:
+        batch_size, history = 0, 0
     step = lambda name, fn: Step(name, fn, static, defaults, check_params, eager.get(name))  # noqa: E731
-    return Policy(step("init", init), step("ask", ask), None if report is None else step("report", report),
-                  step("tell", tell), defaults)
+    maybe = lambda name, fn: None if fn is None else step(name, fn)  # noqa: E731
+    return Policy(step("init", init), step("ask", ask), maybe("report", report), step("tell", tell), defaults,
+                  maybe("ask_batch", ask_batch), maybe("tell_batch", tell_batch), batch_size, history,
+                  Limits(*limits))
 
 
 def renamed_field(new: str, old: str) -> property:

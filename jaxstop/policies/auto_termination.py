@@ -92,7 +92,7 @@ from jaxstop.policies import _auto_termination_steps as _steps
 from jaxstop.policies._auto_termination_steps import AutoTerminationInfo as AutoTerminationInfo
 from jaxstop.policies._auto_termination_steps import AutoTerminationParams as AutoTerminationParams
 from jaxstop.policies._auto_termination_steps import AutoTerminationState as AutoTerminationState
-from jaxstop.policies._base import Policy, build_policy
+from jaxstop.policies._base import Limits, Policy, build_policy
 
 __all__ = [
     "AutoTerminationInfo",
@@ -290,4 +290,5 @@ def auto_termination_bo(
         beta_scale=beta_scale, delta=delta, fdtype=fdtype,
     )
     return build_policy(cfg, init=_steps.init, ask=_steps.ask, tell=_steps.tell,
-                        default_params=_steps.default_params, check_params=_steps.check_params)
+                        default_params=_steps.default_params, check_params=_steps.check_params,
+                        limits=Limits(None if cube else num_configs, max_evals))

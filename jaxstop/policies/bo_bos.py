@@ -98,7 +98,7 @@ from jax.typing import ArrayLike
 
 from jaxstop._src import checks
 from jaxstop.policies import _bo_bos_steps as _steps
-from jaxstop.policies._base import Policy, build_policy
+from jaxstop.policies._base import Limits, Policy, build_policy
 from jaxstop.policies._bo_bos_steps import BoBosInfo as BoBosInfo
 from jaxstop.policies._bo_bos_steps import BoBosParams as BoBosParams
 from jaxstop.policies._bo_bos_steps import BoBosState as BoBosState
@@ -195,7 +195,8 @@ def _policy(
     return build_policy(cfg, init=_steps.init, ask=_steps.ask, report=_steps.report if needs_report else None,
                         tell=_steps.tell, default_params=_steps.default_params,
                         check_params=_steps.checked_params,
-                        eager={"ask": _steps.ask_eager, "report": _steps.report_eager})
+                        eager={"ask": _steps.ask_eager, "report": _steps.report_eager},
+                        limits=Limits(cfg.cand.shape[0], max_evals))
 
 
 _DEFAULTS = dict(

@@ -9,7 +9,7 @@ import jax.numpy as jnp
 from jax.typing import ArrayLike
 
 from jaxstop._src import checks as _checks
-from jaxstop.policies._base import (Incumbent, Job, Policy, Result, build_policy, make_job, renamed_field,
+from jaxstop.policies._base import (Incumbent, Job, Limits, Policy, Result, build_policy, make_job, renamed_field,
                                     update_incumbent)
 
 __all__ = ["random_search", "RandomSearchState", "RandomSearchInfo"]
@@ -164,4 +164,6 @@ def random_search(
     d = dim if cube else (cand.shape[1] if cand is not None else 0)
     fdtype = jnp.dtype(dtype) if dtype is not None else jnp.result_type(float)
     cfg = _Config(num_configs, max_budget, d, cube, bool(replace), cand, fdtype)
-    return build_policy(cfg, init=_init, ask=_ask, tell=_tell)
+    # without replacement the study ends after every row: num_configs jobs
+    limits = Limits(num_configs, None if (cube or replace) else num_configs)
+    return build_policy(cfg, init=_init, ask=_ask, tell=_tell, limits=limits)

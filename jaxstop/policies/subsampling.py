@@ -41,7 +41,7 @@ import numpy as np
 from jax.typing import ArrayLike
 
 from jaxstop import confidence
-from jaxstop.policies._base import Job, Policy, Result, build_policy, make_job
+from jaxstop.policies._base import Job, Limits, Policy, Result, build_policy, make_job
 from jaxstop.policies._halving.params import HalvingParams, check_candidates, default_params, float_dtype
 from jaxstop.policies._halving.schedule import halving_schedule
 from jaxstop.policies._halving.slots import first, rank_key, sample_rows
@@ -299,4 +299,4 @@ def subsampling(
     cfg = _Config(num_configs, max_budget, uq, window, sched.num_start, sched.step, sched.total_budget, cand,
                   fdtype)
     return build_policy(cfg, init=_init, ask=_ask, report=_report if uq else None, tell=_tell,
-                        default_params=_default_params)
+                        default_params=_default_params, limits=Limits(num_configs, sched.max_jobs))

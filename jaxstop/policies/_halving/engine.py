@@ -25,15 +25,16 @@ from jaxstop import confidence
 from jaxstop._src import checks as _checks
 from jaxstop.policies._halving import bohb_density as _bohb_density
 from jaxstop.policies._halving import uncertainty as _uncertainty
-from jaxstop.policies._base import (Incumbent, Job, Policy, Result, build_policy, improves, jit_step, make_job,
+from jaxstop.policies._base import (Incumbent, Job, Limits, Policy, Result, build_policy, improves, jit_step, make_job,
                                     update_incumbent)
 from jaxstop.policies._halving.state import HalvingInfo, HalvingState
 from jaxstop.policies._halving.params import default_params
 from jaxstop.policies._halving.schedule import HalvingSchedule, RoundTable, round_jobs, round_table
 from jaxstop.policies._halving.slots import first, rank_key, ranks, sample_rows
 
-__all__ = ["Engine", "apply_keep", "ask", "end_bracket", "halving_policy", "init", "keep_inputs", "record",
-           "report", "start_bracket", "tell", "tell_eager", "track_incumbent"]
+__all__ = ["Engine", "apply_keep", "ask", "ask_batch", "end_bracket", "halving_policy", "init", "keep_inputs",
+           "record", "record_batch", "report", "start_bracket", "tell", "tell_batch", "tell_eager",
+           "track_incumbent"]
 
 
 class Engine(NamedTuple):
@@ -160,6 +161,59 @@ def record(e: Engine, s: HalvingState, job: Job, result: Result, params):
     round_over = ~s.done & ~jnp.any(s.pending)
     last = _at(e.rounds.last, s.round)
     return s, round_over & ~last, round_over & last
+
+
+def _running_incumbent(e: Engine, s: HalvingState, level, value, ok):
+    """The incumbent after each slot of a batch recorded in slot order by
+    :func:`track_incumbent`: per slot (config, value), shapes (cap,)."""
+    ok = ok & jnp.isfinite(value) & (level >= s.inc_level)
+    higher = level > s.inc_level
+    v = jnp.where(ok, value, jnp.inf)
+    before = jnp.arange(e.cap)[None, :] <= jnp.arange(e.cap)[:, None]
+    best = jnp.argmin(jnp.where(before, v[None, :], jnp.inf), axis=1)  # first strict minimum so far
+    seen = jnp.cumsum(ok) > 0
+    # at the incumbent's level a result must beat it; at a higher rung the first one replaces it
+    takes = seen & (higher | (v[best] < s.incumbent_value))
+    return (jnp.where(takes, s.configs[best], s.inc_config).astype(jnp.int32),
+            jnp.where(takes, v[best], s.incumbent_value).astype(e.fdtype))
+
+
+def record_batch(e: Engine, s: HalvingState, jobs: Job, results: Result, active, params):
+    """Bookkeeping of a batch of results (one per slot, ``active`` marks the real ones):
+    the state :func:`record` leaves after them in slot order. Returns the state,
+    (round over, last round) and the per-slot running values of the infos :func:`tell`
+    would return after each job (incumbent, its value, spent, unspent)."""
+    act = active & ~s.done & s.pending
+    value = jnp.asarray(results.value).astype(e.fdtype)
+    epoch = jnp.asarray(results.epoch).astype(jnp.int32)
+    budget = jnp.asarray(jobs.budget).astype(jnp.int32)
+    start = jnp.clip(jnp.asarray(jobs.start).astype(jnp.int32), 0, epoch)
+    ended = (epoch < budget) | (epoch >= e.max_budget)
+    cost = jnp.where(act, epoch - start, 0)
+    spent = (s.spent + jnp.cumsum(cost)).astype(jnp.int32)
+    unspent = (s.unspent + jnp.cumsum(jnp.where(act, s.alloc, 0) - cost)).astype(jnp.int32)
+    level = _at(e.rounds.level, s.round)
+    inc_config, inc_value = _running_incumbent(e, s, level, value, act)
+    s = s._replace(
+        epochs=jnp.where(act, epoch, s.epochs),
+        mu=jnp.where(act, value, s.mu),
+        complete=jnp.where(act, s.complete | ended, s.complete),
+        pending=s.pending & ~act,
+        spent=spent[-1],
+        unspent=unspent[-1],
+    )
+    if e.uq:
+        # the losses report() would have pushed: the table's last `width` up to `epoch`
+        recent = jnp.where(act[:, None], jnp.asarray(results.history).astype(e.fdtype), s.uq.recent)
+        count = jnp.where(act, s.uq.count + (epoch - start), s.uq.count).astype(jnp.int32)
+        sigma, delta, _ = _uncertainty.uncertainty(recent, count, e.window, params)
+        s = s._replace(uq=s.uq._replace(recent=recent, count=count, sigma=sigma, delta=delta))
+    ok = act & jnp.isfinite(value)
+    best = jnp.argmin(jnp.where(ok, value, jnp.inf))
+    s = track_incumbent(e, s, level, value[best], s.configs[best], ok[best])
+    round_over = ~s.done & ~jnp.any(s.pending)
+    last = _at(e.rounds.last, s.round)
+    return s, round_over & ~last, round_over & last, (inc_config, inc_value, spent, unspent)
 
 
 def keep_inputs(e: Engine, s: HalvingState, params):
@@ -311,8 +365,9 @@ def _no_decision(e: Engine, s: HalvingState):
                jnp.zeros((), jnp.int32)), jnp.asarray(False)
 
 
-def _tell(e: Engine, call, state: HalvingState, job: Job, result: Result, params):
-    s, decided, finished = call(record, state, job, result, params)
+def _finish(e: Engine, call, s: HalvingState, decided, finished, params):
+    """The end of ``tell``: the keep decision after a round, the next bracket after the
+    last round; returns the state and the info."""
     s, (kept, fallback, tau, rbudget), empty = _cond(
         decided, lambda s: _decide(e, call, s, params), lambda s: _no_decision(e, s), s)
     s = _cond(finished | empty, lambda s: call(end_bracket, s), lambda s: s, s)
@@ -332,6 +387,11 @@ def _tell(e: Engine, call, state: HalvingState, job: Job, result: Result, params
     return s, info
 
 
+def _tell(e: Engine, call, state: HalvingState, job: Job, result: Result, params):
+    s, decided, finished = call(record, state, job, result, params)
+    return _finish(e, call, s, decided, finished, params)
+
+
 def tell(e: Engine, state: HalvingState, job: Job, result: Result, params):
     """``tell(state, job, result, params=None) -> (state, HalvingInfo)``: records the result
     (budget spent, loss, incumbent); at the end of a round keeps the best members (plain
@@ -345,6 +405,48 @@ def tell_eager(static, state: HalvingState, job: Job, result: Result, params):
     """``tell`` outside ``jit``: each piece runs compiled once per engine, the keep decision
     calls :func:`jaxstop.confidence.keep_count` directly, and only the branch taken runs."""
     return _tell(static.value, lambda piece, *args: jit_step(piece)(static, *args), state, job, result, params)
+
+
+def ask_batch(e: Engine, key, state: HalvingState, params):
+    """``ask_batch(key, state, params=None) -> (jobs, active, state)``: every pending member's
+    job of the current round, one per slot (the jobs :func:`ask` returns one at a time)."""
+    active = state.pending & ~state.done
+    start = state.epochs
+    budget = start + jnp.where(active, state.alloc, 0)
+    rows = jnp.clip(state.configs, 0, e.num_configs - 1)
+    x = e.cand[rows] if e.cand is not None else jnp.zeros((e.cap, 0), e.fdtype)
+    return make_job(state.configs, x, budget, start), active, state
+
+
+def tell_batch(e: Engine, state: HalvingState, jobs: Job, results: Result, active, params):
+    """``tell_batch(state, jobs, results, active, params=None) -> (state, infos)``: the
+    results of a round's jobs at once (``results.history`` holds each job's last
+    ``window + 1`` losses for the UQ versions), then the round's decision as in
+    :func:`tell`, once. ``infos`` has one :class:`HalvingInfo` per slot: the info
+    :func:`tell` returns after that job (rows of inactive slots are unspecified)."""
+    call = lambda piece, *args: piece(e, *args)  # noqa: E731
+    s, decided, finished, (inc_config, inc_value, spent, unspent) = record_batch(
+        e, state, jobs, results, active, params)
+    s, info = _finish(e, call, s, decided, finished, params)
+    act = active & ~state.done & state.pending
+    last = jnp.arange(e.cap) == (e.cap - 1 - jnp.argmax(act[::-1]))
+    rows = HalvingInfo(
+        terminate=jnp.zeros((e.cap,), bool),
+        incumbent=inc_config,
+        incumbent_value=inc_value,
+        round=jnp.full((e.cap,), state.round, jnp.int32),
+        decisions=jnp.zeros((e.cap,), jnp.int32),
+        kept=jnp.full((e.cap,), -1, jnp.int32),
+        fallback=jnp.full((e.cap,), not e.uq),
+        tau=jnp.full((e.cap,), jnp.nan, e.fdtype),
+        round_budget=jnp.zeros((e.cap,), jnp.int32),
+        spent=spent,
+        unspent=unspent,
+    )
+    infos = jax.tree_util.tree_map(
+        lambda r, f: jnp.where(last.reshape((e.cap,) + (1,) * (r.ndim - 1)), jnp.asarray(f).astype(r.dtype), r),
+        rows, info)
+    return s, infos
 
 
 def halving_policy(
@@ -385,5 +487,7 @@ def halving_policy(
         cand=cand,
         fdtype=fdtype,
     )
+    batch = {} if tpe else dict(ask_batch=ask_batch, tell_batch=tell_batch, batch_size=e.cap, history=e.width)
     return build_policy(e, init=init, ask=ask, report=report if uq else None, tell=tell,
-                        default_params=_default_params, eager={"tell": tell_eager})
+                        default_params=_default_params, eager={"tell": tell_eager},
+                        limits=Limits(num_configs, schedule.max_jobs), **batch)

@@ -1,0 +1,155 @@
+"""The batch protocol (a whole round asked and told at once), the simulator's loop that
+stops with its studies, and the simulator's checks of a policy against its table."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxstop import policies, sim
+
+NUM, T = 27, 9
+
+
+def curves(seed, n=NUM, t=T, ragged=False):
+    """Decreasing noisy learning curves (rows: configurations), optionally ragged."""
+    rng = np.random.default_rng(seed)
+    floor = rng.uniform(0.1, 0.6, (n, 1))
+    decay = rng.uniform(0.2, 1.0, (n, 1))
+    v = floor + decay * np.exp(-0.3 * np.arange(1, t + 1))[None, :] + rng.normal(0, 0.01, (n, t))
+    mask = None
+    if ragged:
+        lengths = rng.integers(2, t + 1, n)
+        mask = np.arange(t)[None, :] < lengths[:, None]
+        v = np.where(mask, v, np.nan)
+    return v, mask
+
+
+def leaves_equal(a, b):
+    """Names of the leaves of two traces that differ (NaN equal to NaN)."""
+    la, lb = jax.tree_util.tree_leaves_with_path(a), jax.tree_util.tree_leaves(b)
+    return [jax.tree_util.keystr(p) for (p, x), y in zip(la, lb)
+            if not np.array_equal(np.asarray(x), np.asarray(y), equal_nan=True)]
+
+
+@pytest.mark.parametrize("factory", [policies.sh, policies.hyperband])
+@pytest.mark.parametrize("ragged", [False, True])
+def test_plain_halving_batched_trace_is_the_one_job_trace(factory, ragged):
+    # The plain rules compare table values and add integers: both protocols compute
+    # the same numbers exactly, so the whole traces (jobs, results, every info field,
+    # budgets, incumbents) must be identical.
+    v, mask = curves(1, ragged=ragged)
+    table = sim.CurveTable(jnp.asarray(v, jnp.float32), None if mask is None else jnp.asarray(mask))
+    policy = factory(NUM, T)
+    first_rungs = [b.sizes[0] for b in policies.halving_schedule(factory.__name__, NUM, T).brackets]
+    assert policy.ask_batch is not None and policy.batch_size == max(first_rungs)
+    for k in range(3):
+        one = sim.run(policy, table, jax.random.key(k), batched=False)
+        batch = sim.run(policy, table, jax.random.key(k))  # the default for this policy
+        assert leaves_equal(one, batch) == []
+        assert not bool(batch.truncated)
+
+
+@pytest.mark.parametrize("factory", [policies.sh, policies.hyperband])
+def test_uq_halving_batched_trace_is_the_one_job_trace(factory):
+    # The UQ rule's window statistics and keep_count run in two different programs.
+    # Their inputs are the same table values; the rounding of a window std of
+    # W = 11 losses is <= ~W u |loss| ~ 1e-15 relative in float64. Margin check: the
+    # decisions of the batched program do not change when every loss moves by up to
+    # 1e-9 relative (six orders of magnitude above that rounding), so no decision sits
+    # within rounding of its threshold; then the discrete parts are compared exactly.
+    v, _ = curves(2)
+    table = sim.CurveTable(jnp.asarray(v))
+    policy = factory(NUM, T, uq=True)
+    key = jax.random.key(5)
+    batch = sim.run(policy, table, key)
+    rng = np.random.default_rng(0)
+    for _ in range(2):
+        nudged = v * (1.0 + 1e-9 * rng.uniform(-1, 1, v.shape))
+        moved = sim.run(policy, sim.CurveTable(jnp.asarray(nudged)), key)
+        np.testing.assert_array_equal(moved.jobs.config, batch.jobs.config)
+        np.testing.assert_array_equal(moved.jobs.budget, batch.jobs.budget)
+        np.testing.assert_array_equal(moved.infos.kept, batch.infos.kept)
+    one = sim.run(policy, table, key, batched=False)
+    assert int(one.num_jobs) == int(batch.num_jobs)
+    discrete = lambda t: (t.jobs, t.results.epoch, t.active, t.spent, t.incumbents, t.incumbent,  # noqa: E731
+                          t.budget, t.stop_job, t.infos._replace(tau=None, incumbent_value=None))
+    assert leaves_equal(discrete(one), discrete(batch)) == []
+    # tau is keep_count's threshold probability: a quadrature over the same inputs in two
+    # programs, equal to ~1e-13 (its conditioning on the 1e-15 input rounding is O(1)).
+    np.testing.assert_allclose(one.infos.tau, batch.infos.tau, rtol=1e-12, atol=1e-14)
+    np.testing.assert_array_equal(one.infos.incumbent_value, batch.infos.incumbent_value)
+
+
+def test_batched_runs_vmap_and_cut_at_max_jobs():
+    v, _ = curves(3)
+    table = sim.CurveTable(jnp.asarray(v, jnp.float32))
+    policy = policies.sh(NUM, T)
+    keys = jax.random.split(jax.random.key(0), 4)
+    runs = jax.vmap(lambda k: sim.run(policy, table, k))(keys)
+    for i, k in enumerate(keys):
+        assert leaves_equal(sim.run(policy, table, k, batched=False), jax.tree_util.tree_map(lambda a: a[i], runs)) == []
+    # a cut in the middle of the second round: the first jobs of the full study, then nothing
+    full = sim.run(policy, table, keys[0])
+    cut_at = policy.batch_size + 2
+    assert int(full.num_jobs) > cut_at + 1
+    for batched in (False, True):
+        cut = sim.run(policy, table, keys[0], max_jobs=cut_at, batched=batched)
+        assert bool(cut.truncated) and int(cut.num_jobs) == cut_at and int(cut.stop_job) == cut_at
+        np.testing.assert_array_equal(cut.jobs.config, full.jobs.config[:cut_at])
+        assert int(cut.budget) == int(full.spent[cut_at - 1])
+
+
+def test_finished_studies_leave_the_trace_as_if_max_jobs_were_exact():
+    # max_jobs far above what the studies need: the loop stops with the studies and the
+    # steps after termination are zero / carry the final values, as documented.
+    v, _ = curves(4)
+    table = sim.CurveTable(jnp.asarray(v, jnp.float32))
+    policy = policies.sh(NUM, T)
+    bound = policy.limits.max_jobs
+    for batched in (False, True):
+        exact = sim.run(policy, table, jax.random.key(1), max_jobs=bound, batched=batched)
+        wide = sim.run(policy, table, jax.random.key(1), max_jobs=4 * bound, batched=batched)
+        n = int(exact.num_jobs)
+        assert int(wide.num_jobs) == n and not bool(wide.truncated)
+        np.testing.assert_array_equal(wide.jobs.config[:bound], exact.jobs.config)
+        assert not np.asarray(wide.active)[n:].any()
+        assert (np.asarray(wide.jobs.budget)[n:] == 0).all()
+        assert (np.asarray(wide.spent)[n:] == int(exact.budget)).all()
+        assert (np.asarray(wide.incumbents)[n:] == int(exact.incumbent)).all()
+
+
+def test_run_checks_the_policy_against_the_table():
+    v, _ = curves(5, n=20)
+    table = sim.CurveTable(jnp.asarray(v))
+    with pytest.raises(ValueError, match="50 configurations but table.values has 20 rows"):
+        sim.run(policies.sh(50, T), table, jax.random.key(0))
+    transposed = sim.CurveTable(jnp.asarray(v.T))  # (T, 20): rows are budget units
+    with pytest.raises(ValueError, match="20 configurations but table.values has 9 rows"):
+        sim.run(policies.sh(20, T), transposed, jax.random.key(0))
+    with pytest.raises(ValueError, match="max_jobs is required"):
+        sim.run(policies.random_search(dim=2, max_budget=T), table, jax.random.key(0))
+    with pytest.raises(ValueError, match="batch protocol"):
+        sim.run(policies.random_search(20, max_budget=T), table, jax.random.key(0), batched=True)
+    # the default max_jobs is the policy's own bound: random search without replacement
+    # evaluates every row once and terminates
+    tr = sim.run(policies.random_search(20, max_budget=T), table, jax.random.key(0))
+    assert tr.jobs.config.shape == (20,) and sorted(np.asarray(tr.jobs.config).tolist()) == list(range(20))
+    assert not bool(tr.truncated)
+    assert int(tr.incumbent) == int(np.argmin(v[:, -1]))
+
+
+def test_a_policy_without_the_batch_protocol_cannot_half_declare_it():
+    from jaxstop.policies import build_policy, make_job, Info
+
+    def init(cfg, key, params):
+        return jnp.zeros((), jnp.int32)
+
+    def ask(cfg, key, state, params):
+        return make_job(state, jnp.zeros((0,)), 1), state
+
+    def tell(cfg, state, job, result, params):
+        return state + 1, Info(state + 1 >= 3, job.config)
+
+    with pytest.raises(ValueError, match="both or neither"):
+        build_policy((3,), init=init, ask=ask, tell=tell, ask_batch=ask)
