@@ -91,6 +91,8 @@ class BoBosState(NamedTuple):
         xi: ``xi_t`` of the current job, ().
         best_error: Incumbent error (in [0, 1]) given to BOS for the current job, ().
         bos_key: PRNG key of the current job's BOS solve (the state owns this stream).
+        num_out_of_range: Losses so far that mapped outside [0, 1] (or were not finite)
+            by ``(v - loss_lo) / (loss_hi - loss_lo)`` and were clipped for BOS, int32 ().
     """
 
     X: jax.Array
@@ -114,6 +116,7 @@ class BoBosState(NamedTuple):
     xi: jax.Array
     best_error: jax.Array
     bos_key: jax.Array
+    num_out_of_range: jax.Array = None
 
     best_value = renamed_field("incumbent_value", "best_value")
 
@@ -130,6 +133,9 @@ class BoBosInfo(NamedTuple):
         model_based: Whether it was chosen by the LCB (not at random), bool ().
         bo_iteration: Its BO iteration ``t`` (``<= 0`` for the random start), int32 ().
         k1: ``K_{1,t}`` used for it, ().
+        num_out_of_range: Losses of the study so far outside [0, 1] after the
+            ``loss_lo`` / ``loss_hi`` map (clipped for BOS), int32 ().
+        ok: ``num_out_of_range == 0``: BOS has seen every loss as it is, bool ().
     """
 
     terminate: jax.Array
@@ -140,6 +146,8 @@ class BoBosInfo(NamedTuple):
     model_based: jax.Array
     bo_iteration: jax.Array
     k1: jax.Array
+    num_out_of_range: jax.Array = None
+    ok: jax.Array = None
 
     best_value = renamed_field("incumbent_value", "best_value")
 
@@ -307,6 +315,12 @@ def _empty_table(cfg: BoBosConfig) -> bos.DecisionTable:
     )
 
 
+def _out_of_range(v, params):
+    """Whether losses ``v`` map outside [0, 1] (or are not finite), the range BOS works in."""
+    e = (v - params.loss_lo) / (params.loss_hi - params.loss_lo)
+    return ~((e >= 0) & (e <= 1))
+
+
 def _to_error(cfg: BoBosConfig, v, params):
     eps = float(jnp.finfo(cfg.fdtype).eps)
     e = (v - params.loss_lo) / (params.loss_hi - params.loss_lo)
@@ -348,6 +362,7 @@ def init(cfg: BoBosConfig, key, params) -> BoBosState:
         xi=jnp.zeros((), fdtype),
         best_error=jnp.ones((), fdtype),
         bos_key=key,
+        num_out_of_range=jnp.zeros((), jnp.int32),
     )
 
 
@@ -500,12 +515,19 @@ def tell(cfg: BoBosConfig, state: BoBosState, job: Job, result: Result, params):
     y = y.at[base + K].set(jnp.where(ok, value, 0), mode="drop")
     mask = mask.at[base + K].set(ok, mode="drop")
     inc = update_incumbent(Incumbent(state.incumbent_value, state.best_config), value, c, ok=~stopped)
+    # the losses BOS saw (clipped into (0, 1)): the reported curve, or the final value alone
+    if cfg.early_stopping:
+        bad = (jnp.arange(1, N + 1) <= epoch) & _out_of_range(state.curve, params)
+    else:
+        bad = _out_of_range(value, params)
+    num_out = state.num_out_of_range + jnp.sum(bad).astype(jnp.int32)
     evaluated = state.evaluated.at[c].set(True)
     count = state.count + 1
     state = state._replace(
         X=X, y=y, mask=mask, evaluated=evaluated, count=count,
         incumbent_value=inc.value, best_config=inc.config,
         num_stopped=state.num_stopped + stopped.astype(jnp.int32),
+        num_out_of_range=num_out,
     )
     info = BoBosInfo(
         terminate=(count >= cfg.max_evals) | jnp.all(evaluated),
@@ -516,5 +538,7 @@ def tell(cfg: BoBosConfig, state: BoBosState, job: Job, result: Result, params):
         model_based=state.model_based,
         bo_iteration=(count - 1 - params.num_init + 1).astype(jnp.int32),
         k1=state.k1,
+        num_out_of_range=num_out,
+        ok=num_out == 0,
     )
     return state, info

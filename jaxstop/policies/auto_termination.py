@@ -78,6 +78,21 @@ the incumbent's ``k`` fold scores. The two sources:
 
 Both may be given (a CV threshold with a floor). Before the first finite loss there
 is no incumbent and the CV part is 0.
+
+Batched and single runs
+-----------------------
+A study run alone and the same study (same key) inside ``jax.vmap`` are two compiled
+programs: the batched GP linear algebra and reductions round differently in the last
+bits. Every float they report agrees to within that rounding carried through the fit
+(in float64 about 1e-10 relative at the default settings). The *discrete* choices
+(the EI / LCB argmax of ``ask``, the fit's stopping step, ``terminate``) agree whenever
+they are decided by more than that rounding; a choice between two candidates whose
+acquisition values agree to rounding may go either way, and the two studies then
+continue differently. In float32 such near-ties are common once the GP has converged
+on a flat region (a fit that stops at its step cap stops at a rounding-dependent
+point), so batched and single float32 studies can part after a few dozen steps; they
+are equally valid runs of the method. Use float64 where trace-level reproducibility
+between batched and single runs matters.
 """
 
 from __future__ import annotations

@@ -64,7 +64,10 @@ BOS works with errors in (0, 1). A loss ``v`` is mapped to
 ``e = (v - loss_lo) / (loss_hi - loss_lo)`` (identity by default: validation
 errors) and clipped into ``[eps, 1 - eps]`` (``eps`` of the dtype); the
 incumbent likewise into [0, 1]. Use ``loss_lo`` / ``loss_hi`` for other losses;
-they only enter BOS, never the GP.
+they only enter BOS, never the GP. A loss that maps outside [0, 1] (or is NaN) is
+not silently absorbed: ``info.num_out_of_range`` counts such losses of the study
+and ``info.ok`` is False once there was one (the stopping decisions after it rest
+on clipped errors).
 
 Cost inside a simulation
 ------------------------

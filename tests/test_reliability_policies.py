@@ -1,0 +1,47 @@
+"""Reliability of the policies: what they say about inputs outside their assumptions."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxstop import policies, sim
+
+M, N = 10, 8
+
+
+def error_curves(seed):
+    """Validation-error-like curves in (0, 1), rows: candidates."""
+    rng = np.random.default_rng(seed)
+    floor = rng.uniform(0.1, 0.4, (M, 1))
+    return floor + 0.4 * np.exp(-0.4 * np.arange(1, N + 1))[None, :]
+
+
+@pytest.mark.parametrize("early_stopping", [True, False])
+def test_bo_bos_counts_losses_outside_the_error_range(early_stopping):
+    # BOS works with errors in [0, 1]; losses outside it after the loss_lo / loss_hi map
+    # are clipped for BOS. That is reported: info.num_out_of_range counts them and
+    # info.ok turns False, never a silent clip. Closed form: the count of table entries
+    # outside [0, 1] among the epochs each evaluation trained.
+    cand = jnp.asarray(np.random.default_rng(0).uniform(size=(M, 2)))
+    v = error_curves(1)
+    v[3, :] += 1.0       # candidate 3 reports losses above 1
+    v[6, 2] = -0.5       # one loss of candidate 6 below 0
+    factory = (lambda: policies.bo_bos(cand, max_budget=N, max_evals=M, n0=3, num_paths=200)
+               if early_stopping else policies.gp_ucb(cand, max_budget=N, max_evals=M))
+    policy = factory()
+    tr = sim.run(policy, sim.CurveTable(jnp.asarray(v)), jax.random.key(0))
+    n = int(tr.num_jobs)
+    configs = np.asarray(tr.jobs.config)[:n]
+    epochs = np.asarray(tr.results.epoch)[:n]
+    if early_stopping:
+        per_job = [int(np.sum((v[c, :e] < 0) | (v[c, :e] > 1))) for c, e in zip(configs, epochs)]
+    else:
+        per_job = [int((v[c, e - 1] < 0) | (v[c, e - 1] > 1)) for c, e in zip(configs, epochs)]
+    np.testing.assert_array_equal(np.asarray(tr.infos.num_out_of_range)[:n], np.cumsum(per_job))
+    np.testing.assert_array_equal(np.asarray(tr.infos.ok)[:n], np.cumsum(per_job) == 0)
+    assert 3 in configs.tolist() and not bool(tr.infos.ok[n - 1])
+    # the same study on errors in range says ok throughout
+    clean = sim.run(policy, sim.CurveTable(jnp.asarray(error_curves(1))), jax.random.key(0))
+    assert np.asarray(clean.infos.ok)[: int(clean.num_jobs)].all()
+    assert int(clean.infos.num_out_of_range[int(clean.num_jobs) - 1]) == 0
