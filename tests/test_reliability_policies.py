@@ -45,3 +45,28 @@ def test_bo_bos_counts_losses_outside_the_error_range(early_stopping):
     clean = sim.run(policy, sim.CurveTable(jnp.asarray(error_curves(1))), jax.random.key(0))
     assert np.asarray(clean.infos.ok)[: int(clean.num_jobs)].all()
     assert int(clean.infos.num_out_of_range[int(clean.num_jobs) - 1]) == 0
+
+
+def test_uq_halving_falls_back_to_the_plain_count_when_delta_sigma_cannot_be_estimated():
+    # With r_0 = 2 (LCBench's 52 epochs with eta = 3) every candidate has two losses at
+    # the end of the first rung: a window std exists but the previous window has one
+    # loss, so the window estimate of delta_sigma would be 0, zeta 0, and keep_count would
+    # keep every candidate with p > 0. The first decision must be the plain count n_1,
+    # flagged as a fallback; the later ones (>= 3 losses) use the UQ rule.
+    n, T = 27, 52
+    sched = policies.halving_schedule("sh", n, T, 3)
+    assert sched.brackets[0].budgets[0] == 2
+    rng = np.random.default_rng(3)
+    v = rng.uniform(0.2, 0.6, (n, 1)) + 0.3 * np.exp(-0.1 * np.arange(1, T + 1))[None, :]
+    v = v + rng.normal(0, 0.02, v.shape)
+    policy = policies.sh(n, T, uq=True)
+    tr = sim.run(policy, sim.CurveTable(jnp.asarray(v)), jax.random.key(0))
+    dec = np.asarray(tr.infos.decisions) == 1
+    kept, fallback = np.asarray(tr.infos.kept)[dec], np.asarray(tr.infos.fallback)[dec]
+    assert fallback[0] and kept[0] == sched.brackets[0].sizes[1]
+    assert not fallback[1:].any()
+    # with a given delta_sigma two losses suffice: the first decision is the UQ rule's
+    given = policy.default_params()._replace(delta_sigma=jnp.asarray(1e-3))
+    tr2 = sim.run(policy, sim.CurveTable(jnp.asarray(v)), jax.random.key(0), given)
+    dec2 = np.asarray(tr2.infos.decisions) == 1
+    assert not np.asarray(tr2.infos.fallback)[dec2][0]

@@ -54,9 +54,13 @@ the paper's main method). At the end of a round the next round keeps
 ``keep_count(mu, sigma, delta_sigma, R, rule=keep_rule).keep`` with ``R`` the next
 round's budget including the carry (``tau = P_{k*}`` from Eq. 7, and the smallest
 ``k`` with ``P_k >= tau``). With fewer than two losses a candidate has no
-uncertainty estimate; a round with such a member (e.g. the first rung of a bracket
-with ``r_0 = 1``) keeps the plain number ``n_{i+1}``. Without ``report`` calls
-the UQ versions therefore behave like the plain ones.
+uncertainty estimate, and with fewer than three no window estimate of
+``delta_sigma`` (the previous window needs two losses of its own: with two, the
+estimate would be 0, ``zeta`` 0, and the round would keep every candidate with a
+positive probability of being best). A round with such a member (e.g. the first
+rung of a bracket with ``r_0 = 1`` or ``r_0 = 2``) keeps the plain number
+``n_{i+1}``; with a given ``params.delta_sigma`` two losses suffice. Without
+``report`` calls the UQ versions therefore behave like the plain ones.
 
 Incumbent
 ---------

@@ -228,7 +228,8 @@ def apply_keep(e: Engine, s: HalvingState, uq_keep, uq_tau, params):
     budget = (_at(e.rounds.c_next, g) + s.carry).astype(jnp.int32)
     plain_keep = s.member & (ranks(rank_key(s.mu, s.member)) < _at(e.rounds.size_next, g))
     if e.uq:
-        keep, fallback, tau = _uncertainty.keep_mask(s.member, s.mu, s.uq, plain_keep, uq_keep, uq_tau, e.fdtype)
+        keep, fallback, tau = _uncertainty.keep_mask(s.member, s.mu, s.uq, plain_keep, uq_keep, uq_tau, e.fdtype,
+                                                     _uncertainty.min_losses(params))
     else:
         fallback = jnp.asarray(True)
         keep = plain_keep

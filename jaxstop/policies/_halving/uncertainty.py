@@ -17,6 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 __all__ = ["HalvingUQState", "check_keep_rule", "check_window", "init_uq_state", "keep_inputs", "keep_mask",
+           "min_losses",
            "push", "uncertainty"]
 
 _KEEP_RULES = ("argmax", "crossing")
@@ -121,11 +122,18 @@ def keep_inputs(member, mu, u: HalvingUQState, budget, fdtype):
             budget, ok)
 
 
-def keep_mask(member, mu, u: HalvingUQState, plain_keep, uq_keep, uq_tau, fdtype):
+def min_losses(params):
+    """Losses a candidate needs before the UQ rule can use it: two for ``sigma``, and a
+    third for the window estimate of ``delta_sigma`` (the previous window needs two
+    losses of its own); two when ``params.delta_sigma`` is given."""
+    return jnp.where(jnp.isfinite(params.delta_sigma), 2, 3).astype(jnp.int32)
+
+
+def keep_mask(member, mu, u: HalvingUQState, plain_keep, uq_keep, uq_tau, fdtype, need=2):
     """The members a UQ decision keeps: keep_count's mask ``uq_keep``, or the plain
-    count's ``plain_keep`` when a member has fewer than two losses. Returns
-    ``(keep, fallback, tau)``."""
-    fallback = jnp.any(member & (u.count < 2))
+    count's ``plain_keep`` when a member has fewer than ``need`` losses
+    (:func:`min_losses`). Returns ``(keep, fallback, tau)``."""
+    fallback = jnp.any(member & (u.count < need))
     ok = member & jnp.isfinite(mu) & (u.sigma > 0)
     keep = jnp.where(fallback, plain_keep, uq_keep & ok)
     tau = jnp.where(fallback, jnp.nan, uq_tau).astype(fdtype)
