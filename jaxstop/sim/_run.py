@@ -1,20 +1,4 @@
-"""Simulation studies: play a policy against a table of real learning curves.
-
-:func:`run` plays one whole HPO run inside one jitted loop; ``jax.vmap``
-over keys (or params) gives many runs, and :func:`run_batch` does that and
-spreads the runs over all local devices with ``jax.sharding``.
-
-Example:
-    >>> import jax, jax.numpy as jnp
-    >>> from jaxstop import policies, sim
-    >>> curves = jnp.array([[0.9, 0.5, 0.4], [0.8, 0.7, 0.6], [0.95, 0.3, 0.2]])
-    >>> table = sim.CurveTable(curves)
-    >>> policy = policies.random_search(3, max_budget=3)
-    >>> traces = jax.vmap(lambda k: sim.run(policy, table, k, max_jobs=3))(
-    ...     jax.random.split(jax.random.key(0), 4))
-    >>> traces.incumbent.tolist()   # every run evaluates all 3 and returns the best
-    [2, 2, 2, 2]
-"""
+"""One simulated study (:func:`run`) and a batch of them sharded over devices (:func:`run_batch`)."""
 
 from __future__ import annotations
 
@@ -28,7 +12,7 @@ import numpy as np
 from jaxstop._src import checks as _checks
 from jaxstop.policies import Job, Policy, Result
 
-__all__ = ["CurveTable", "Trace", "run", "run_batch", "curve_lengths"]
+__all__ = ["CurveTable", "Trace", "check_run_args", "check_table", "curve_lengths", "run", "run_batch"]
 
 
 class CurveTable(NamedTuple):
@@ -96,7 +80,7 @@ def curve_lengths(table: CurveTable) -> jax.Array:
     return jnp.sum(table.mask, axis=1).astype(jnp.int32)
 
 
-def _check_table(table: CurveTable) -> CurveTable:
+def check_table(table: CurveTable) -> CurveTable:
     if not isinstance(table, CurveTable):
         raise TypeError(f"table must be a jaxstop.sim.CurveTable, got {type(table).__name__}")
     values = _checks.float_array(table.values, "table.values")
@@ -285,10 +269,10 @@ def _run(policy: Policy, table: CurveTable, key, params, max_jobs: int, batched:
 _run_jit = jax.jit(_run, static_argnames=("policy", "max_jobs", "batched"))
 
 
-def _check_run_args(policy, table, max_jobs, batched):
+def check_run_args(policy, table, max_jobs, batched):
     if not isinstance(policy, Policy):
         raise TypeError(f"policy must be a jaxstop.policies.Policy, got {type(policy).__name__}")
-    table = _check_table(table)
+    table = check_table(table)
     rows = table.values.shape[0]
     limits = policy.limits
     if limits.num_configs is not None and limits.num_configs != rows:
@@ -339,7 +323,7 @@ def run(policy: Policy, table: CurveTable, key: jax.Array, params: Any = None, *
     Returns:
         A :class:`Trace`. Works under ``jax.vmap`` over keys, params or tables.
     """
-    table, max_jobs, batched = _check_run_args(policy, table, max_jobs, batched)
+    table, max_jobs, batched = check_run_args(policy, table, max_jobs, batched)
     if params is None:
         params = policy.default_params()
     return _run_jit(policy, table, key, params, max_jobs, batched)
@@ -369,7 +353,7 @@ def run_batch(
     Returns:
         A :class:`Trace` whose leaves have a leading (num_runs,) axis.
     """
-    table, max_jobs, batched = _check_run_args(policy, table, max_jobs, batched)
+    table, max_jobs, batched = check_run_args(policy, table, max_jobs, batched)
     if params is None:
         params = policy.default_params()
     devices = list(jax.devices() if devices is None else devices)

@@ -1,0 +1,225 @@
+"""Large simulation studies: many runs in chunks, sharded, with progress and resumable checkpoints."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import re
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxstop._src import checks as _checks
+from jaxstop._src import io as _io
+from jaxstop.policies import Policy
+from jaxstop.sim._run import CurveTable, Trace, _run_batch_jit, check_run_args
+
+__all__ = ["run_many", "run_keys"]
+
+_MANIFEST = "manifest.json"
+_FORMAT = 1
+_DEFAULT_CHUNK = 1024
+
+
+def run_keys(key: jax.Array, start: int, count: int) -> jax.Array:
+    """The keys of runs ``start .. start + count - 1`` of a study: ``fold_in(key, i)``.
+
+    A run's key depends on its index only, never on how the study is chunked.
+    """
+    return jax.vmap(lambda i: jax.random.fold_in(key, i))(jnp.arange(start, start + count, dtype=jnp.uint32))
+
+
+def _feed(h, x) -> None:
+    """Feeds a stable description of ``x`` (arrays by content, functions by name) to ``h``."""
+    if isinstance(x, (jax.Array, np.ndarray)) and not isinstance(x, jax.core.Tracer):
+        if _checks.is_prng_key(x) and jnp.issubdtype(x.dtype, jax.dtypes.prng_key):
+            h.update(f"key:{jax.random.key_impl(x)}".encode())
+            x = jax.random.key_data(x)
+        a = np.asarray(x)
+        h.update(f"array{a.shape}{a.dtype.str}".encode())
+        h.update(np.ascontiguousarray(a).tobytes())
+    elif isinstance(x, (list, tuple)):
+        h.update(f"{type(x).__name__}[{len(x)}](".encode())
+        for v in x:
+            _feed(h, v)
+        h.update(b")")
+    elif isinstance(x, dict):
+        h.update(b"dict(")
+        for k in sorted(x, key=repr):
+            _feed(h, k)
+            _feed(h, x[k])
+        h.update(b")")
+    elif callable(x) and hasattr(x, "__qualname__") and not hasattr(x, "static"):
+        h.update(f"fn:{getattr(x, '__module__', '')}.{x.__qualname__}".encode())
+    elif hasattr(x, "static") and hasattr(x, "fn"):  # a policy step or its default params
+        _feed(h, (getattr(x, "name", "params"), x.fn, x.static.value))
+    else:
+        text = repr(x)
+        h.update(re.sub(r" at 0x[0-9a-fA-F]+", "", text).encode())
+
+
+def fingerprint(*args) -> str:
+    """A hex digest of ``args`` that is stable across processes (arrays by content)."""
+    h = hashlib.sha256()
+    _feed(h, args)
+    return h.hexdigest()
+
+
+def _write_atomic(tree, path: Path) -> None:
+    """Saves ``tree`` to ``path`` so that ``path`` is either absent or complete."""
+    tmp = path.with_name(path.stem + ".tmp.npz")
+    _io.save(tree, tmp)
+    fd = os.open(tmp, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+
+
+def _manifest(directory: Path, digest: str, num_runs: int, chunk_size: int) -> None:
+    """Writes the manifest of a new checkpoint, or refuses one written with other arguments."""
+    path = directory / _MANIFEST
+    want = {"format": _FORMAT, "fingerprint": digest, "num_runs": num_runs, "chunk_size": chunk_size}
+    if path.exists():
+        try:
+            have = json.loads(path.read_text())
+        except (OSError, ValueError) as err:
+            raise ValueError(f"checkpoint {str(directory)!r} has an unreadable {_MANIFEST}") from err
+        if have != want:
+            raise ValueError(
+                f"checkpoint {str(directory)!r} was written by run_many with other arguments "
+                f"(policy, table, key, num_runs, params, max_jobs, chunk_size or batched differ); "
+                "use another directory or remove it"
+            )
+        return
+    directory.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(_MANIFEST + ".tmp")
+    tmp.write_text(json.dumps(want))
+    os.replace(tmp, path)
+
+
+class _Progress:
+    """One line on stderr: runs done, runs per second, time left."""
+
+    def __init__(self, total: int, enabled: bool):
+        self.total, self.enabled, self.start, self.computed = total, enabled, time.perf_counter(), 0
+
+    def update(self, done: int, computed: int) -> None:
+        self.computed += computed
+        if not self.enabled:
+            return
+        elapsed = time.perf_counter() - self.start
+        rate = self.computed / elapsed if elapsed > 0 and self.computed else float("nan")
+        left = (self.total - done) / rate if rate == rate and rate > 0 else float("nan")
+        eta = f"{left:.0f} s" if left == left else "?"
+        sys.stderr.write(f"\rrun_many: {done}/{self.total} runs, {rate:.1f} runs/s, ETA {eta}   ")
+        if done >= self.total:
+            sys.stderr.write("\n")
+        sys.stderr.flush()
+
+
+def run_many(
+    policy: Policy,
+    table: CurveTable,
+    key: jax.Array,
+    num_runs: int,
+    *,
+    params: Any = None,
+    max_jobs: int | None = None,
+    chunk_size: int | None = None,
+    checkpoint: str | os.PathLike | None = None,
+    progress: bool = True,
+    devices=None,
+    batched: bool | None = None,
+) -> Trace:
+    """``num_runs`` independent studies of ``policy`` on ``table``, in chunks.
+
+    Each chunk of ``chunk_size`` runs is one call of the same compiled program (the
+    runs vmapped and sharded over ``devices`` as in :func:`run_batch`), so memory is
+    bounded by the chunk, not by ``num_runs``; the last chunk is padded to full size
+    (one program) and the padding dropped. Run ``i`` uses the key ``fold_in(key, i)``
+    (:func:`run_keys`), whatever the chunking.
+
+    With ``checkpoint=DIR`` every finished chunk is written to ``DIR`` atomically (a
+    chunk file is complete or absent). Called again with the same arguments after an
+    interruption, ``run_many`` loads the chunks that exist and computes the others:
+    the result is bit-identical to an uninterrupted run on the same machine. A
+    directory written with other arguments is refused (``ValueError``).
+
+    Args:
+        policy, table, params, max_jobs, batched: As in :func:`run`.
+        key: PRNG key of the whole study.
+        num_runs: Number of runs.
+        chunk_size: Runs per chunk (a multiple of the number of devices); default
+            ``min(num_runs, 1024)`` rounded up to such a multiple.
+        checkpoint: Directory for resumable chunk files, or ``None``.
+        progress: Print runs done, runs per second and the time left to stderr.
+        devices: Devices to shard each chunk over; default ``jax.devices()``.
+
+    Returns:
+        A :class:`Trace` whose leaves are NumPy arrays with a leading (num_runs,) axis.
+
+    Example:
+        >>> import jax, jax.numpy as jnp
+        >>> from jaxstop import policies, sim
+        >>> table = sim.CurveTable(jnp.array([[0.9, 0.5], [0.8, 0.7], [0.95, 0.3]]))
+        >>> traces = sim.run_many(policies.random_search(3, max_budget=2), table,
+        ...                       jax.random.key(0), 10, chunk_size=4, progress=False)
+        >>> traces.incumbent.tolist() == [2] * 10
+        True
+    """
+    table, max_jobs, batched = check_run_args(policy, table, max_jobs, batched)
+    num_runs = _checks.positive_int(num_runs, "num_runs")
+    if not _checks.is_prng_key(key):
+        raise TypeError(f"key must be a PRNG key (jax.random.key), got {type(key).__name__}")
+    if params is None:
+        params = policy.default_params()
+    devices = list(jax.devices() if devices is None else devices)
+    nd = len(devices)
+    if chunk_size is None:
+        chunk_size = -(-min(num_runs, _DEFAULT_CHUNK) // nd) * nd
+    chunk_size = _checks.positive_int(chunk_size, "chunk_size")
+    if chunk_size % nd:
+        raise ValueError(f"chunk_size ({chunk_size}) must be a multiple of the number of devices ({nd})")
+    num_chunks = math.ceil(num_runs / chunk_size)
+
+    mesh = jax.sharding.Mesh(np.asarray(devices), ("runs",))
+    sharded = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("runs"))
+
+    def compute(c: int):
+        keys = jax.device_put(run_keys(key, c * chunk_size, chunk_size), sharded)
+        return jax.device_get(_run_batch_jit(policy, table, keys, params, max_jobs, batched))
+
+    directory = None
+    like = None
+    if checkpoint is not None:
+        directory = Path(checkpoint)
+        digest = fingerprint(policy, table, key, num_runs, params, max_jobs, chunk_size, batched)
+        _manifest(directory, digest, num_runs, chunk_size)
+        shapes = jax.eval_shape(lambda k: _run_batch_jit(policy, table, k, params, max_jobs, batched),
+                                run_keys(key, 0, chunk_size))
+        like = jax.tree_util.tree_map(lambda sd: np.zeros(sd.shape, sd.dtype), shapes)
+
+    bar = _Progress(num_runs, progress)
+    chunks = []
+    for c in range(num_chunks):
+        path = None if directory is None else directory / f"chunk_{c:06d}.npz"
+        if path is not None and path.exists():
+            out = jax.device_get(_io.load(path, like=like))
+            computed = 0
+        else:
+            out = compute(c)
+            if path is not None:
+                _write_atomic(out, path)
+            computed = chunk_size
+        chunks.append(out)
+        bar.update(min((c + 1) * chunk_size, num_runs), computed)
+    return jax.tree_util.tree_map(lambda *xs: np.concatenate([np.asarray(x) for x in xs])[:num_runs], *chunks)

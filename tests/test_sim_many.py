@@ -1,0 +1,79 @@
+"""sim.run_many: chunked studies with keys independent of the chunking, resumable checkpoints."""
+
+import os
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxstop import policies, sim
+
+NUM, T = 12, 9
+
+
+def table(seed=0):
+    rng = np.random.default_rng(seed)
+    v = rng.uniform(0.1, 0.6, (NUM, 1)) + 0.4 * np.exp(-0.3 * np.arange(1, T + 1))[None, :]
+    return sim.CurveTable(jnp.asarray(v + rng.normal(0, 0.01, v.shape), jnp.float32))
+
+
+def same(a, b):
+    la, lb = jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b)
+    return len(la) == len(lb) and all(np.array_equal(np.asarray(x), np.asarray(y), equal_nan=True)
+                                      for x, y in zip(la, lb))
+
+
+def test_chunks_are_the_runs_of_their_keys():
+    # Run i uses fold_in(key, i) whatever the chunking; random search (table lookups and
+    # integer bookkeeping, no float arithmetic) gives the same numbers in every program.
+    policy = policies.random_search(NUM, max_budget=T)
+    tab, key = table(), jax.random.key(3)
+    out = sim.run_many(policy, tab, key, 10, chunk_size=4, progress=False)
+    assert out.incumbent.shape == (10,) and isinstance(out.incumbent, np.ndarray)
+    keys = sim.run_keys(key, 0, 10)
+    ref = jax.vmap(lambda k: sim.run(policy, tab, k))(keys)
+    assert same(out, ref)
+    assert same(out, sim.run_many(policy, tab, key, 10, chunk_size=2, progress=False))
+    # the runs differ (the keys are independent), as they must for a study
+    assert len({tuple(r) for r in np.asarray(out.jobs.config).tolist()}) > 1
+
+
+def test_checkpoint_resumes_bit_identically_and_refuses_other_arguments(tmp_path, capsys):
+    policy = policies.sh(NUM, T, uq=True)
+    tab, key = table(1), jax.random.key(0)
+    full = sim.run_many(policy, tab, key, 10, chunk_size=4, progress=False)
+    ckpt = tmp_path / "study"
+    first = sim.run_many(policy, tab, key, 10, chunk_size=4, checkpoint=ckpt, progress=True)
+    assert same(first, full)
+    assert "run_many: 10/10 runs" in capsys.readouterr().err
+    names = sorted(os.listdir(ckpt))
+    assert names == ["chunk_000000.npz", "chunk_000001.npz", "chunk_000002.npz", "manifest.json"]
+    # interrupted after the first chunk, with a half-written file left behind
+    os.remove(ckpt / "chunk_000001.npz")
+    os.remove(ckpt / "chunk_000002.npz")
+    (ckpt / "chunk_000001.tmp.npz").write_bytes(b"partial")
+    resumed = sim.run_many(policy, tab, key, 10, chunk_size=4, checkpoint=ckpt, progress=False)
+    assert same(resumed, full)
+    # stored chunks are loaded, not recomputed: chunk 1's file put in place of chunk 0's
+    # shows up as runs 0-3
+    (ckpt / "chunk_000000.npz").write_bytes((ckpt / "chunk_000001.npz").read_bytes())
+    swapped = sim.run_many(policy, tab, key, 10, chunk_size=4, checkpoint=ckpt, progress=False)
+    assert same(jax.tree_util.tree_map(lambda a: a[:4], swapped), jax.tree_util.tree_map(lambda a: a[4:8], full))
+    for other in [dict(key=jax.random.key(1)), dict(num_runs=11), dict(chunk_size=2),
+                  dict(policy=policies.sh(NUM, T)), dict(tab=table(2))]:
+        args = dict(policy=policy, tab=tab, key=key, num_runs=10, chunk_size=4)
+        args.update(other)
+        with pytest.raises(ValueError, match="other arguments"):
+            sim.run_many(args["policy"], args["tab"], args["key"], args["num_runs"],
+                         chunk_size=args["chunk_size"], checkpoint=ckpt, progress=False)
+
+
+def test_bad_arguments_raise():
+    policy = policies.random_search(NUM, max_budget=T)
+    with pytest.raises(ValueError, match="num_runs"):
+        sim.run_many(policy, table(), jax.random.key(0), 0, progress=False)
+    with pytest.raises(TypeError, match="key"):
+        sim.run_many(policy, table(), 0, 4, progress=False)
+    with pytest.raises(ValueError, match="chunk_size"):
+        sim.run_many(policy, table(), jax.random.key(0), 4, chunk_size=0, progress=False)
