@@ -47,8 +47,8 @@ COLD = (5, 12, 16, 20, 40)
 WARM = 5
 
 
-def _bound(X, y, **kw):
-    fb = regret.fit_regret_bound(KEY, X, y, **kw)
+def _bound(X, y, init=None, **options):
+    fb = regret.fit_regret_bound(KEY, X, y, init=init, options=regret.FitOptions(**options))
     return float(fb.bound.bound), int(fb.fit_info.steps)
 
 
@@ -72,7 +72,8 @@ def main(argv=None):
         for _ in range(studies):
             X, y = map(jnp.asarray, _common.termination_study(rng, n, d))
             ref, _ = _bound(X, y, fit_steps=REFERENCE, fit_tol=0.0)
-            prev = regret.fit_regret_bound(KEY, X, y, jnp.arange(n) < n - 1, **tol).params
+            prev = regret.fit_regret_bound(KEY, X, y, jnp.arange(n) < n - 1,
+                                           options=regret.FitOptions(**tol)).params
             runs = {f"cold {s}": _bound(X, y, fit_steps=s, **tol) for s in COLD}
             runs[f"warm {WARM}"] = _bound(X, y, init=prev, fit_steps=WARM, **tol)
             for k, (b, steps) in runs.items():

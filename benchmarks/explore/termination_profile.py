@@ -47,6 +47,13 @@ VARIANTS = (
 )
 
 
+def _options(kw):
+    """The keywords of fit_regret_bound: its own ones, the rest as FitOptions."""
+    own = {k: v for k, v in kw.items() if k == "candidates"}
+    rest = {k: v for k, v in kw.items() if k != "candidates"}
+    return dict(own, options=regret.FitOptions(**rest)) if rest else own
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, nargs="*", default=[200, 500])
@@ -63,6 +70,7 @@ def main(argv=None):
         X, y = (jnp.asarray(a) for a in _common.termination_study(rng, n, args.d))
         names, calls = [], []
         for name, kw in VARIANTS:
+            kw = _options(kw)
             fn = jax.jit(lambda k, X, y, kw=kw: regret.fit_regret_bound(k, X, y, **kw).bound.bound)
             steps = int(regret.fit_regret_bound(key, X, y, **kw).fit_info.steps)
             names.append(f"{name} [{steps} steps taken]")
