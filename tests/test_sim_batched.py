@@ -153,3 +153,20 @@ def test_a_policy_without_the_batch_protocol_cannot_half_declare_it():
 
     with pytest.raises(ValueError, match="both or neither"):
         build_policy((3,), init=init, ask=ask, tell=tell, ask_batch=ask)
+
+
+def test_an_integer_seed_where_a_key_belongs_says_how_to_make_a_key():
+    v, _ = curves(6)
+    table = sim.CurveTable(jnp.asarray(v))
+    policy = policies.sh(NUM, T)
+    for call in (lambda: sim.run(policy, table, 0), lambda: policy.init(0),
+                 lambda: policy.ask(0, policy.init(jax.random.key(0)))):
+        with pytest.raises(TypeError, match=r"key must be a PRNG key: pass jax.random.key\(seed\)"):
+            call()
+    with pytest.raises(TypeError, match="keys must be a 1-D array of PRNG keys"):
+        sim.run_batch(policy, table, jax.random.key(0))
+    # make_result builds the protocol's Result by hand, as make_job does a Job
+    job, state = policy.ask(jax.random.key(1), policy.init(jax.random.key(0)))
+    value = v[int(job.config), int(job.budget) - 1]
+    state, info = policy.tell(state, job, policies.make_result(value, job.budget))
+    assert int(info.incumbent) == int(job.config)

@@ -198,6 +198,20 @@ def is_prng_key(x) -> bool:
     return dtype == jnp.uint32 and jnp.shape(x) == (2,)
 
 
+def check_key(key, name: str = "key", batched: bool = False) -> None:
+    """Raises ``TypeError`` naming ``name`` unless ``key`` is a PRNG key (a batch of them
+    with ``batched``), saying how to make one from an integer seed."""
+    dtype = getattr(key, "dtype", None)
+    typed = dtype is not None and jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key)
+    raw = dtype == jnp.uint32 and jnp.shape(key)[-1:] == (2,)
+    lead = jnp.ndim(key) - (0 if typed else 1) if (typed or raw) else -1
+    if not (typed or raw) or lead != (1 if batched else 0):
+        what = "a 1-D array of PRNG keys (jax.random.split(jax.random.key(seed), n))" if batched else \
+            "a PRNG key: pass jax.random.key(seed), not an integer seed"
+        got = type(key).__name__ if dtype is None else f"{type(key).__name__} of dtype {dtype} shape {jnp.shape(key)}"
+        raise TypeError(f"{name} must be {what}; got {got}")
+
+
 class _Unset:
     """Type of :data:`UNSET`."""
 

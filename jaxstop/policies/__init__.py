@@ -16,6 +16,7 @@ from jaxstop.policies._base import Result as Result
 from jaxstop.policies._base import TellBatchFn as TellBatchFn
 from jaxstop.policies._base import TellFn as TellFn
 from jaxstop.policies._base import make_job as make_job
+from jaxstop.policies._base import make_result as make_result
 from jaxstop.policies.auto_termination import AutoTerminationInfo as AutoTerminationInfo
 from jaxstop.policies.auto_termination import AutoTerminationParams as AutoTerminationParams
 from jaxstop.policies.auto_termination import AutoTerminationState as AutoTerminationState
@@ -50,6 +51,7 @@ __all__ = [
     "Policy",
     "Result",
     "make_job",
+    "make_result",
     "InitFn",
     "AskBatchFn",
     "TellBatchFn",

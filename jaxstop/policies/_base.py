@@ -58,7 +58,7 @@ import numpy as np
 
 from jaxstop._src import checks
 
-__all__ = ["Policy", "Job", "Result", "Info", "make_job", "InitFn", "AskFn", "ReportFn", "TellFn",
+__all__ = ["Policy", "Job", "Result", "Info", "make_job", "make_result", "InitFn", "AskFn", "ReportFn", "TellFn",
            "AskBatchFn", "TellBatchFn", "Limits",
            "Incumbent", "init_incumbent", "improves", "update_incumbent",
            "Static", "Step", "DefaultParams", "jit_step", "build_policy", "no_params", "renamed_field"]
@@ -213,6 +213,17 @@ def make_job(config, x, budget, start=0) -> Job:
     )
 
 
+def make_result(value, epoch, stopped=False) -> Result:
+    """Builds a :class:`Result` with the protocol's dtypes (e.g. when driving a policy by hand).
+
+    Example:
+        >>> r = make_result(0.25, 10)
+        >>> float(r.value), int(r.epoch), bool(r.stopped)
+        (0.25, 10, False)
+    """
+    return Result(jnp.asarray(value), jnp.asarray(epoch, jnp.int32), jnp.asarray(stopped, bool))
+
+
 # --------------------------------------------------------------------------------------
 # The incumbent: one tracker for every policy
 
@@ -344,6 +355,7 @@ def jit_step(fn: Callable) -> Callable:
     return jax.jit(call, static_argnums=0)
 
 
+_KEYED = ("init", "ask", "ask_batch")
 _ARITY = {"init": 1, "ask": 2, "report": 4, "tell": 3, "ask_batch": 2, "tell_batch": 4}
 
 
@@ -398,6 +410,8 @@ class Step:
             *args, params = args
         elif len(args) != self.nargs:
             raise TypeError(f"{self.name}() takes {self.nargs} arguments and optional params, got {len(args)}")
+        if self.name in _KEYED:
+            checks.check_key(args[0])
         if params is None:
             params = self.defaults()
         elif self.check is not None:

@@ -178,8 +178,7 @@ def run_many(
     """
     table, max_jobs, batched = check_run_args(policy, table, max_jobs, batched)
     num_runs = _checks.positive_int(num_runs, "num_runs")
-    if not _checks.is_prng_key(key):
-        raise TypeError(f"key must be a PRNG key (jax.random.key), got {type(key).__name__}")
+    _checks.check_key(key)
     if params is None:
         params = policy.default_params()
     devices = list(jax.devices() if devices is None else devices)

@@ -324,6 +324,7 @@ def run(policy: Policy, table: CurveTable, key: jax.Array, params: Any = None, *
         A :class:`Trace`. Works under ``jax.vmap`` over keys, params or tables.
     """
     table, max_jobs, batched = check_run_args(policy, table, max_jobs, batched)
+    _checks.check_key(key)
     if params is None:
         params = policy.default_params()
     return _run_jit(policy, table, key, params, max_jobs, batched)
@@ -357,8 +358,7 @@ def run_batch(
     if params is None:
         params = policy.default_params()
     devices = list(jax.devices() if devices is None else devices)
-    if jnp.ndim(keys) != 1:
-        raise ValueError(f"keys must be a 1-D array of PRNG keys, got shape {jnp.shape(keys)}")
+    _checks.check_key(keys, "keys", batched=True)
     n = keys.shape[0]
     if n % len(devices):
         raise ValueError(f"the number of keys ({n}) must be a multiple of the number of devices ({len(devices)})")
