@@ -18,6 +18,18 @@ Numerical kernels of the Bayesian optimal stopping (BOS) step of BO-BOS
   ``"corrected"`` (default) follows the paper's formulation.
 * :func:`solve` / :func:`solve_batch` -- fit + simulate + induction for one or many
   trials; :func:`decide` -- table lookup during training.
+
+Invalid numbers and status. Structure (shapes, static settings) and float16 /
+bfloat16 arrays raise ``ValueError`` / ``TypeError`` naming the argument. Values
+(NaN, inf, out of range) raise ``ValueError`` naming the argument when concrete;
+inside ``jit`` they make the result void with ``ok`` False and ``reason ==
+Reason.BAD_INPUT`` (:class:`DecisionTable`, :class:`Paths` and :class:`CurveGP`
+carry an int32 ``reason`` field; a void table holds only forced continues, and
+:func:`decide` never stops on a table that is not ``ok``). Padded paths
+(``mask`` False in :func:`backward_induction`) are replaced before any arithmetic.
+:func:`solve` gives the same bits eagerly, under ``jit`` and as a trial of
+:func:`solve_batch` with ``batch_size=1`` (the CPU default); vectorised groups may
+count paths that lie within rounding of a bin edge differently.
 * :func:`k1_schedule` and :func:`xi` -- the ``K1_t`` and ``xi_t`` schedules of
   Theorems 1-2.
 
@@ -48,10 +60,12 @@ masked conditioning, likelihood and gradient, posterior moments, the multistart 
 projected-Adam loops -- is that of ``jaxstop._src.gp_likelihood`` and
 ``jaxstop._src.optim``, shared with :mod:`jaxstop.gp`), ``_simulate.py`` (forward
 simulation), ``_induction.py`` (binning, transition counts, backward induction,
-the decision table and its lookup), ``_solve.py`` (the fused solve of one or many
-trials), ``_schedules.py`` (``K_{1,t}`` and ``xi_t``; the formulas are shared with
-:mod:`jaxstop.policies.bo_bos` through ``jaxstop._src.schedules``) and
-``_validate.py`` (argument checks).
+the decision table and its status), ``_decide.py`` (the lookup), ``_solve.py``
+(the fused solve of one or many trials), ``_schedules.py`` (``K_{1,t}`` and
+``xi_t``; the formulas are shared with :mod:`jaxstop.policies.bo_bos` through
+``jaxstop._src.schedules``) and ``_validate.py`` (argument checks: structure, and
+``screen``, the one value check that raises when concrete and becomes a ``bad``
+flag when traced).
 """
 
 from __future__ import annotations
@@ -66,7 +80,7 @@ from jaxstop.bos._induction import ACTION_FORCED_CONTINUE as ACTION_FORCED_CONTI
 from jaxstop.bos._induction import ACTION_STOP as ACTION_STOP
 from jaxstop.bos._induction import DecisionTable as DecisionTable
 from jaxstop.bos._induction import backward_induction as backward_induction
-from jaxstop.bos._induction import decide as decide
+from jaxstop.bos._decide import decide as decide
 from jaxstop.bos._schedules import k1_schedule as k1_schedule
 from jaxstop.bos._schedules import xi as xi
 from jaxstop.bos._simulate import Paths as Paths

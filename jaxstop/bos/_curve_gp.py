@@ -9,13 +9,15 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 import tinygp
 from jax import lax
 from jax.typing import ArrayLike
 
-from jaxstop._src import gp_likelihood, linalg, optim
-from jaxstop.bos._validate import check_horizon, check_prefix
+from jaxstop._src import checks, gp_likelihood, linalg, optim, status
+from jaxstop._src.status import Reason
+from jaxstop.bos._validate import RULES, check_horizon, check_prefix, rule, screen
 
 _HIGHEST = lax.Precision.HIGHEST
 # Box for the curve-GP hyperparameters, in log space: alpha and rate = alpha / beta.
@@ -68,6 +70,10 @@ class CurveGP(NamedTuple):
         noise_var: Observation noise variance (fixed, not fitted), scalar.
         nll: Negative log marginal likelihood at the fitted parameters, scalar
             (the dtype's largest value when no start gave a finite likelihood).
+        reason: int32 :class:`jaxstop.Reason` code: ``OK``;
+            ``BAD_INPUT`` when the prefix held NaN or inf (inside ``jit``; outside it
+            :func:`fit_curve_gp` raises); ``NOT_FINITE`` when no start gave a finite
+            likelihood. Defaults to ``OK`` for a GP built by hand.
 
     The status of the fit is the boolean property :attr:`ok`.
     """
@@ -77,11 +83,13 @@ class CurveGP(NamedTuple):
     mean: jax.Array
     noise_var: jax.Array
     nll: jax.Array
+    reason: jax.Array = np.int32(Reason.OK)
 
     @property
     def ok(self) -> jax.Array:
-        """Whether the fit is usable, bool: a finite likelihood was found (``nll`` finite
-        and below the dtype's largest value) and the parameters are finite.
+        """Whether the fit is usable, bool: ``reason`` is ``OK``, a finite likelihood was
+        found (``nll`` finite and below the dtype's largest value) and the parameters
+        are finite.
 
         Example:
             >>> import jax.numpy as jnp
@@ -91,7 +99,7 @@ class CurveGP(NamedTuple):
         nll = jnp.asarray(self.nll)
         params = jnp.stack([jnp.asarray(a, nll.dtype) for a in (self.alpha, self.beta, self.mean)], axis=-1)
         fitted = jnp.isfinite(nll) & (nll < jnp.finfo(nll.dtype).max)
-        return fitted & jnp.all(jnp.isfinite(params), axis=-1)
+        return (jnp.asarray(self.reason) == Reason.OK) & fitted & jnp.all(jnp.isfinite(params), axis=-1)
 
 
 def _epochs(start: int, stop: int, dtype) -> jax.Array:
@@ -137,6 +145,14 @@ def _nll_and_grad(u, x, y, noise_var, constant_mean: bool):
 
 
 def fit_impl(prefix, noise_var, learning_rate, *, constant_mean: bool, num_steps: int):
+    """The fit (see :func:`fit_curve_gp`) on checked structure; traceable, one trial.
+
+    Isolated by optimisation barriers on its inputs and its result, so that XLA compiles
+    the same arithmetic wherever it is inlined (alone in :func:`fit_curve_gp`, inside a
+    caller's ``jit``, in :func:`jaxstop.bos.solve_batch`'s loop): the fitted GP is then
+    the same bits in every one of these programs.
+    """
+    prefix, noise_var, learning_rate = lax.optimization_barrier((prefix, noise_var, learning_rate))
     dtype = prefix.dtype
     x = _epochs(1, prefix.shape[0], dtype)
     starts = jnp.asarray(STARTS, dtype)
@@ -158,7 +174,11 @@ def fit_impl(prefix, noise_var, learning_rate, *, constant_mean: bool, num_steps
     u, v, _, _, _ = optim.multistart(run, starts)
     alpha, beta = _unpack(u)
     mean = u[2] if constant_mean else jnp.zeros((), dtype)
-    return CurveGP(alpha, beta, mean, jnp.asarray(noise_var, dtype), v)
+    reason = status.first_reason(
+        (~jnp.all(RULES["prefix_finite"][0](prefix)), Reason.BAD_INPUT),
+        (~(jnp.isfinite(v) & (v < jnp.finfo(dtype).max)), Reason.NOT_FINITE),
+    )
+    return lax.optimization_barrier(CurveGP(alpha, beta, mean, jnp.asarray(noise_var, dtype), v, reason))
 
 
 fit_jit = jax.jit(fit_impl, static_argnames=("constant_mean", "num_steps"))
@@ -197,12 +217,18 @@ def fit_curve_gp(
     from the model; on flat real prefixes the optimum often lies on the
     ``alpha = 100`` edge of the ridge, where the likelihood is nearly flat.
 
+    Invalid numbers: a prefix with NaN or inf raises ``ValueError`` (concrete) or
+    gives ``ok`` False with ``reason == Reason.BAD_INPUT`` (inside ``jit``); a fit
+    where no start reaches a finite likelihood gives ``reason == Reason.NOT_FINITE``.
+    float16 / bfloat16 prefixes raise ``TypeError``. The prefix has no padding:
+    every entry is an observed epoch.
+
     Args:
-        prefix: Validation errors of epochs ``1..N0``, shape (N0,).
-        noise_var: Observation noise variance (fixed).
+        prefix: Validation errors of epochs ``1..N0``, shape (N0,), float32 or float64.
+        noise_var: Observation noise variance (fixed), a positive float.
         mean: ``"zero"`` (paper, released code) or ``"constant"``.
         num_steps: Adam steps per start (static).
-        learning_rate: Adam learning rate.
+        learning_rate: Adam learning rate, a positive float.
 
     Returns:
         The fitted :class:`CurveGP` (dtype of ``prefix``).
@@ -214,13 +240,13 @@ def fit_curve_gp(
         >>> bool(gp.alpha > 0) and bool(gp.beta > 0)
         True
     """
-    prefix = check_prefix(prefix, check_range=False)
+    prefix = check_prefix(prefix)
     if mean not in ("zero", "constant"):
         raise ValueError(f"mean must be 'zero' or 'constant', got {mean!r}")
-    if not noise_var > 0:
-        raise ValueError(f"noise_var must be positive, got {noise_var}")
-    if not (isinstance(num_steps, int) and num_steps >= 1):
-        raise ValueError(f"num_steps must be a positive int, got {num_steps!r}")
+    noise_var = checks.nonneg_float(noise_var, "noise_var", positive=True)
+    learning_rate = checks.nonneg_float(learning_rate, "learning_rate", positive=True)
+    checks.positive_int(num_steps, "num_steps", 1)
+    screen([rule("prefix", prefix, "prefix_finite")])
     return fit_jit(
         prefix,
         jnp.asarray(noise_var, prefix.dtype),
@@ -245,7 +271,10 @@ def posterior(gp: CurveGP, prefix: jax.Array, horizon: int):
     )
 
 
-_posterior_jit = jax.jit(posterior, static_argnames=("horizon",))
+@partial(jax.jit, static_argnames=("horizon",))
+def _posterior_jit(gp, prefix, bad, *, horizon):
+    mean, cov = posterior(gp, prefix, horizon)
+    return jnp.where(bad, jnp.nan, mean), jnp.where(bad, jnp.nan, cov)
 
 
 def curve_posterior(curve_gp: CurveGP, prefix: ArrayLike, horizon: int):
@@ -255,6 +284,13 @@ def curve_posterior(curve_gp: CurveGP, prefix: ArrayLike, horizon: int):
     fitted :class:`CurveGP`: the prefix is observed at epochs ``1..N0`` with noise
     ``curve_gp.noise_var``; the returned moments are those of the latent curve
     (the released code draws ``posterior_samples_f``, also latent).
+
+    Invalid numbers: NaN or inf in ``prefix``, or a ``curve_gp`` with non-finite or
+    non-positive ``alpha``, ``beta``, ``noise_var`` (or a non-finite mean) raises
+    ``ValueError`` naming it when concrete; inside ``jit`` both moments are NaN
+    (there is no status field: check ``curve_gp.ok`` and the prefix, or use
+    :func:`simulate`, whose :class:`Paths` carry one). float16 / bfloat16 raise
+    ``TypeError``.
 
     Args:
         curve_gp: Fitted GP (:func:`fit_curve_gp`).
@@ -272,7 +308,19 @@ def curve_posterior(curve_gp: CurveGP, prefix: ArrayLike, horizon: int):
         >>> mean.shape, cov.shape
         ((6,), (6, 6))
     """
-    prefix = check_prefix(prefix, check_range=False)
+    prefix = check_prefix(prefix)
     check_horizon(horizon, prefix.shape[0])
-    gp = CurveGP(*(jnp.asarray(a, prefix.dtype) for a in curve_gp))
-    return _posterior_jit(gp, prefix, horizon=horizon)
+    gp = check_curve_gp(curve_gp, prefix.dtype)
+    bad = screen([rule("prefix", prefix, "prefix_finite"), rule("curve_gp", gp[:4])])
+    return _posterior_jit(gp, prefix, bad, horizon=horizon)
+
+
+def check_curve_gp(curve_gp, dtype) -> CurveGP:
+    """``curve_gp`` as a :class:`CurveGP` in ``dtype`` (float16 / bfloat16 fields raise ``TypeError``)."""
+    if not isinstance(curve_gp, CurveGP):
+        if not (isinstance(curve_gp, tuple) and len(curve_gp) in (5, 6)):
+            raise TypeError(f"curve_gp must be a CurveGP (from fit_curve_gp), got {type(curve_gp).__name__}")
+        curve_gp = CurveGP(*curve_gp)
+    floats = {f: checks.float_array(getattr(curve_gp, f), "curve_gp").astype(dtype)
+              for f in ("alpha", "beta", "mean", "noise_var", "nll")}
+    return curve_gp._replace(**floats, reason=jnp.asarray(curve_gp.reason, jnp.int32))

@@ -1,5 +1,6 @@
 """Approximate backward induction of BOS on the (epoch, running-mean bin) grid
-(:func:`backward_induction`), its :class:`DecisionTable` and the lookup :func:`decide`.
+(:func:`backward_induction`) and its :class:`DecisionTable` (looked up by
+:func:`jaxstop.bos.decide`).
 
 The paths enter only through transition counts between running-mean bins
 (:func:`transition_counts`); the recursion runs over those counts (see the package
@@ -12,12 +13,14 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 from jax.typing import ArrayLike
 
-from jaxstop._src import checks
+from jaxstop._src import checks, status
+from jaxstop._src.status import Reason
 from jaxstop.bos._simulate import inside
-from jaxstop.bos._validate import check_config, check_costs
+from jaxstop.bos._validate import check_config, check_costs, screen
 
 ACTION_FORCED_CONTINUE = 0
 ACTION_D2 = 1
@@ -53,9 +56,17 @@ class DecisionTable(NamedTuple):
             forced continue).
         dropped_variance: Share of the posterior variance not represented by the
             simulated paths (``rank`` truncation; 0 for paths given directly).
+        reason: Why the table is not usable, an int32 :class:`jaxstop.Reason`
+            code (shape of ``num_valid``): ``OK`` (0); ``BAD_INPUT`` (1) -- an argument
+            checked inside ``jit`` was invalid (a NaN, inf or out-of-range ``best_error``,
+            ``k1``, ``k2``, ``cost``, ``xi``, prefix error or real path); ``NOT_FINITE`` (2)
+            -- the curve-GP fit found no finite likelihood, or a loss or probability came
+            out NaN; ``EMPTY`` (5) -- no valid path. With ``BAD_INPUT`` or a failed fit the
+            table is void: every action is ``ACTION_FORCED_CONTINUE``, ``losses``,
+            ``prob`` and ``dropped_variance`` are NaN and the counts 0. Defaults to
+            ``OK`` for a table built by hand (then :attr:`ok` still checks the fields).
 
-    The status of the table is the boolean property :attr:`ok` (derived from these
-    fields, so the structure of the pytree does not change).
+    The status of the table is the boolean property :attr:`ok`.
     """
 
     actions: jax.Array
@@ -66,14 +77,16 @@ class DecisionTable(NamedTuple):
     first_epoch: jax.Array
     num_valid: jax.Array
     dropped_variance: jax.Array
+    reason: jax.Array = np.int32(Reason.OK)
 
     @property
     def ok(self) -> jax.Array:
         """Whether the table is usable, bool (shape of ``num_valid``: per trial for
-        :func:`solve_batch`): at least one valid path (``num_valid > 0``; otherwise
-        every entry is a forced continue, e.g. after a failed curve fit), no NaN loss
+        :func:`solve_batch`): ``reason`` is ``OK``, at least one valid path
+        (``num_valid > 0``; otherwise every entry is a forced continue), no NaN loss
         (losses may be ``+inf``: empty bins, ``k1 = inf``), finite ``prob`` and
-        ``dropped_variance``.
+        ``dropped_variance``. For the tables of this module ``ok`` is
+        ``reason == Reason.OK``.
 
         Example:
             >>> import jax, jax.numpy as jnp
@@ -82,9 +95,40 @@ class DecisionTable(NamedTuple):
             >>> bool(table.ok), bool(table._replace(num_valid=jnp.int32(0)).ok)
             (True, False)
         """
-        no_nan = ~jnp.any(jnp.isnan(self.losses), axis=(-3, -2, -1))
-        prob_finite = jnp.all(jnp.isfinite(self.prob), axis=(-2, -1))
-        return (self.num_valid > 0) & no_nan & prob_finite & jnp.isfinite(self.dropped_variance)
+        return (jnp.asarray(self.reason) == Reason.OK) & (self.num_valid > 0) & _finite_fields(self)
+
+
+def _finite_fields(table: DecisionTable) -> jax.Array:
+    """No NaN loss (``+inf`` is allowed), finite ``prob`` and ``dropped_variance``."""
+    no_nan = ~jnp.any(jnp.isnan(table.losses), axis=(-3, -2, -1))
+    prob_finite = jnp.all(jnp.isfinite(table.prob), axis=(-2, -1))
+    return no_nan & prob_finite & jnp.isfinite(table.dropped_variance)
+
+
+def with_status(table: DecisionTable, bad_input, fit_failed=False) -> DecisionTable:
+    """``table`` with its ``reason`` set, void (all forced continues, NaN losses) when
+    ``bad_input`` (an argument failed its check inside ``jit``) or ``fit_failed``.
+
+    The one place where the status of a table is decided, for :func:`backward_induction`
+    and :func:`jaxstop.bos.solve` alike; one trial (scalar flags).
+    """
+    reason = status.first_reason(
+        (bad_input, Reason.BAD_INPUT),
+        (fit_failed, Reason.NOT_FINITE),
+        (table.num_valid == 0, Reason.EMPTY),
+        (~_finite_fields(table), Reason.NOT_FINITE),
+    )
+    void = jnp.asarray(bad_input) | jnp.asarray(fit_failed)
+    nan = jnp.asarray(jnp.nan, table.losses.dtype)
+    return table._replace(
+        actions=jnp.where(void, jnp.int32(ACTION_FORCED_CONTINUE), table.actions),
+        losses=jnp.where(void, nan, table.losses),
+        prob=jnp.where(void, nan, table.prob),
+        counts=jnp.where(void, jnp.int32(0), table.counts),
+        num_valid=jnp.where(void, jnp.int32(0), table.num_valid),
+        dropped_variance=jnp.where(void, nan, table.dropped_variance),
+        reason=reason,
+    )
 
 
 def edges(num_bins: int, dtype) -> jax.Array:
@@ -115,7 +159,9 @@ def transition_counts(values_tm, mask, threshold, *, num_bins: int, compat: bool
 
     Args:
         values_tm: Paths, shape (T, P) (time-major).
-        mask: Which paths are real, shape (P,); paths outside (0, 1) are dropped here too.
+        mask: Which paths are real, shape (P,); padded paths are replaced by 0 before any
+            arithmetic (so NaN or inf there has no effect), and paths outside (0, 1) are
+            dropped here too.
         threshold: Best error (compat) or best error + xi (corrected).
 
     Returns:
@@ -133,6 +179,7 @@ def transition_counts(values_tm, mask, threshold, *, num_bins: int, compat: bool
     T = values_tm.shape[0]
     B = num_bins
     dtype = values_tm.dtype
+    values_tm = checks.inert_rows(values_tm.T, mask).T  # padded paths: 0, outside (0, 1)
     valid = mask & inside(values_tm, axis=0)
     final = values_tm[-1]
     event = (final > threshold) if compat else (final < threshold)
@@ -255,11 +302,11 @@ def decision_table(trans, per_step, k1, k2, cost, min_count, n0, dropped, *, com
 
 
 @partial(jax.jit, static_argnames=("num_bins", "compat"))
-def _backward_induction(values, mask, best_error, k1, k2, cost, xi_, min_count, n0, *, num_bins, compat):
+def _backward_induction(values, mask, best_error, k1, k2, cost, xi_, min_count, n0, bad, *, num_bins, compat):
     dtype = values.dtype
     threshold = best_error if compat else best_error + xi_
     trans, per_step = transition_counts(values.T, mask, threshold, num_bins=num_bins, compat=compat)
-    return decision_table(
+    table = decision_table(
         trans,
         per_step,
         k1,
@@ -272,6 +319,7 @@ def _backward_induction(values, mask, best_error, k1, k2, cost, xi_, min_count, 
         num_bins=num_bins,
         dtype=dtype,
     )
+    return with_status(table, bad)
 
 
 def backward_induction(
@@ -354,8 +402,18 @@ def backward_induction(
       at the last step is decided by ``argmin([d2, d1])`` like a dense one.
     * ``k1 = inf`` is allowed: ``d1`` is then never taken (Section 3.2).
 
+    Invalid numbers. ``values`` may hold anything on padded paths (``mask`` False):
+    they are replaced before any arithmetic and have no effect. On real paths a
+    value outside (0, 1) drops the path (above), but NaN or inf is an error, as is a
+    NaN, inf or out-of-range loss parameter: with concrete arguments a
+    ``ValueError`` names the argument; inside ``jit`` the table comes back void
+    with ``ok`` False and ``reason == Reason.BAD_INPUT`` (every action a forced
+    continue, so nothing stops on it). float16 / bfloat16 arguments raise
+    ``TypeError``.
+
     Args:
-        values: Simulated errors of epochs ``N0+1..N``, shape (num_paths, T).
+        values: Simulated errors of epochs ``N0+1..N``, shape (num_paths, T),
+            float32 or float64.
         mask: Which paths are real, shape (num_paths,), bool (e.g. ``Paths.valid``
             of :func:`simulate`); required (the ``None`` default only lets the
             deprecated ``valid=`` keyword stand in for it).
@@ -375,7 +433,7 @@ def backward_induction(
 
     Returns:
         :class:`DecisionTable` with ``T`` rows, in the dtype of ``values``;
-        ``table.ok`` says whether it is usable.
+        ``table.ok`` says whether it is usable and ``table.reason`` why not.
 
     Example:
         >>> import jax, jax.numpy as jnp
@@ -391,10 +449,11 @@ def backward_induction(
     if missing:
         raise TypeError(f"backward_induction() missing required argument(s): {missing}")
     values = jnp.asarray(values)
-    if values.ndim != 2:
-        raise ValueError(f"values must have shape (num_paths, T), got shape {values.shape}")
     if not jnp.issubdtype(values.dtype, jnp.floating):
         raise TypeError(f"values must be floating point, got dtype {values.dtype}")
+    values = checks.float_array(values, "values")
+    if values.ndim != 2:
+        raise ValueError(f"values must have shape (num_paths, T), got shape {values.shape}")
     mask = jnp.asarray(mask)
     if mask.shape != values.shape[:1]:
         raise ValueError(f"mask must have shape (num_paths,) = {values.shape[:1]}, got {mask.shape}")
@@ -402,7 +461,10 @@ def backward_induction(
         raise TypeError(f"mask must be boolean, got dtype {mask.dtype}")
     compat = check_config(mode, num_bins, min_count)
     dtype = values.dtype
-    best_error, k1, k2, cost, xi_ = check_costs(best_error, k1, k2, cost, xi, dtype, compat)
+    *costs, bad = check_costs(best_error, k1, k2, cost, xi, dtype, compat)
+    best_error, k1, k2, cost, xi_ = costs
+    bad = bad | screen([("values", (values, mask), lambda v, m: jnp.isfinite(v) | ~m[:, None],
+                         "finite on the real paths (mask=True)")])
     return _backward_induction(
         values,
         mask,
@@ -413,46 +475,7 @@ def backward_induction(
         xi_,
         jnp.asarray(min_count, dtype),
         jnp.asarray(n0, jnp.int32),
+        bad,
         num_bins=num_bins,
         compat=compat,
     )
-
-
-# --------------------------------------------------------------------------------------
-# Lookup
-# --------------------------------------------------------------------------------------
-
-
-def decide(table: DecisionTable, epoch: ArrayLike, running_mean: ArrayLike) -> jax.Array:
-    """Look up the decision for a trial after ``epoch`` epochs.
-
-    ``running_mean`` is the mean of the observed errors of epochs
-    ``N0+1..epoch`` (the statistic of :func:`backward_induction`; the released
-    code computes it the same way). Its bin is the largest ``i`` with
-    ``running_mean > edges[i]``; values ``<= 0`` fall in the first bin and
-    values ``> 1`` in the last (the code would raise there). Epochs outside
-    ``N0+1..N`` and a non-finite statistic give ``ACTION_FORCED_CONTINUE``.
-    Stop training when the result equals ``ACTION_STOP``.
-
-    Args:
-        table: A :class:`DecisionTable` (one trial).
-        epoch: Current epoch (1-based), int scalar.
-        running_mean: The statistic, scalar.
-
-    Returns:
-        Action code, int32 scalar.
-
-    Example:
-        >>> import jax, jax.numpy as jnp
-        >>> values = 0.3 + 0.05 * jax.random.uniform(jax.random.key(0), (500, 5))
-        >>> table = backward_induction(values, jnp.ones(500, bool), 0.32, 100.0, 99.0, 1.0, n0=8)
-        >>> int(decide(table, 9, 0.31)) == int(table.actions[0, 30])
-        True
-    """
-    T, B = table.actions.shape[-2:]
-    running_mean = jnp.asarray(running_mean, table.edges.dtype)
-    row = jnp.asarray(epoch, jnp.int32) - table.first_epoch
-    b = bin_index(running_mean, B)
-    ok = (row >= 0) & (row < T) & jnp.isfinite(running_mean)
-    action = table.actions[jnp.clip(row, 0, T - 1), b]
-    return jnp.where(ok, action, ACTION_FORCED_CONTINUE).astype(jnp.int32)

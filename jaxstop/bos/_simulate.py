@@ -8,12 +8,14 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 from jax.typing import ArrayLike
 
-from jaxstop._src import checks, linalg
-from jaxstop.bos._curve_gp import CurveGP, fit_curve_gp, posterior  # noqa: F401  (fit_curve_gp: doctest)
-from jaxstop.bos._validate import check_horizon, check_prefix
+from jaxstop._src import checks, linalg, status
+from jaxstop._src.status import Reason
+from jaxstop.bos._curve_gp import CurveGP, check_curve_gp, fit_curve_gp, posterior  # noqa: F401  (doctest)
+from jaxstop.bos._validate import check_horizon, check_prefix, rule, screen
 
 _HIGHEST = lax.Precision.HIGHEST
 
@@ -26,10 +28,30 @@ class Paths(NamedTuple):
         valid: Whether the path stays inside (0, 1) at every simulated epoch,
             shape (num_paths,). Invalid paths are kept (static shapes) and carry
             no weight in :func:`backward_induction`.
+        reason: int32 :class:`jaxstop.Reason` code: ``OK``;
+            ``BAD_INPUT`` (inside ``jit``: a prefix error outside (0, 1), NaN or inf,
+            or a ``curve_gp`` with invalid parameters); ``NOT_FINITE`` (``curve_gp``
+            is not :attr:`CurveGP.ok`, e.g. a failed fit); ``EMPTY`` (no path stays
+            inside (0, 1)). With ``BAD_INPUT`` or ``NOT_FINITE`` every value is NaN and
+            no path is valid. Defaults to ``OK`` for paths built by hand.
+
+    The status of the paths is the boolean property :attr:`ok`.
     """
 
     values: jax.Array
     valid: jax.Array
+    reason: jax.Array = np.int32(Reason.OK)
+
+    @property
+    def ok(self) -> jax.Array:
+        """``reason`` is ``OK`` and at least one path is valid, bool.
+
+        Example:
+            >>> import jax.numpy as jnp
+            >>> bool(Paths(jnp.full((3, 2), 0.5), jnp.array([True, False, True])).ok)
+            True
+        """
+        return (jnp.asarray(self.reason) == Reason.OK) & jnp.any(self.valid, axis=-1)
 
 
 def factor(cov: jax.Array, rank: int | None):
@@ -61,14 +83,19 @@ def chunks(num_paths: int, chunk_size: int):
 
 
 @partial(jax.jit, static_argnames=("horizon", "num_paths", "rank", "chunk_size"))
-def _simulate(key, gp, prefix, *, horizon: int, num_paths: int, rank: int | None, chunk_size: int):
+def _simulate(key, gp, prefix, bad, *, horizon: int, num_paths: int, rank: int | None, chunk_size: int):
     mean, cov = posterior(gp, prefix, horizon)
     F, _ = factor(cov, rank)
     num_chunks, chunk_size = chunks(num_paths, chunk_size)
     keys = jax.random.split(key, num_chunks)
     values = lax.map(lambda k: draw(k, F, mean, chunk_size), keys)  # (chunks, T, chunk)
     values = jnp.moveaxis(values, 1, 2).reshape(num_chunks * chunk_size, -1)[:num_paths]
-    return Paths(values, inside(values, axis=1))
+    valid = inside(values, axis=1)
+    failed = ~gp.ok
+    void = bad | failed
+    reason = status.first_reason((bad, Reason.BAD_INPUT), (failed, Reason.NOT_FINITE),
+                                 (~jnp.any(valid), Reason.EMPTY))
+    return Paths(jnp.where(void, jnp.nan, values), valid & ~void, reason)
 
 
 def simulate(
@@ -105,6 +132,14 @@ def simulate(
     ``jax.random.split(key, num_chunks)[c]``; :func:`solve` draws the same way,
     so with the same key, GP, rank and chunk size it sees these very paths.
 
+    Invalid numbers: a prefix error outside (0, 1) (NaN and inf included) or a
+    ``curve_gp`` with non-finite or non-positive ``alpha``, ``beta``, ``noise_var`` or a
+    non-finite mean raises ``ValueError`` naming it when concrete; inside ``jit``
+    the paths come back void (NaN values, none valid) with ``ok`` False and
+    ``reason == Reason.BAD_INPUT``. A ``curve_gp`` that is not :attr:`CurveGP.ok`
+    (a failed fit) gives void paths with ``reason == Reason.NOT_FINITE``. float16 /
+    bfloat16 raise ``TypeError``.
+
     Args:
         key: A ``jax.random`` key.
         curve_gp: Fitted GP (:func:`fit_curve_gp`).
@@ -115,7 +150,8 @@ def simulate(
         chunk_size: Paths per chunk (static).
 
     Returns:
-        :class:`Paths` with values of shape (num_paths, N - N0).
+        :class:`Paths` with values of shape (num_paths, N - N0); ``paths.ok`` says
+        whether they are usable.
 
     Example:
         >>> import jax, jax.numpy as jnp
@@ -124,11 +160,13 @@ def simulate(
         >>> paths.values.shape, paths.valid.shape
         ((1000, 12), (1000,))
     """
-    prefix = check_prefix(prefix, check_range=True)
+    prefix = check_prefix(prefix)
     check_horizon(horizon, prefix.shape[0])
     checks.positive_int(num_paths, "num_paths", 1)
     if rank is not None:
         checks.positive_int(rank, "rank", 1)
     checks.positive_int(chunk_size, "chunk_size", 1)
-    gp = CurveGP(*(jnp.asarray(a, prefix.dtype) for a in curve_gp))
-    return _simulate(key, gp, prefix, horizon=horizon, num_paths=num_paths, rank=rank, chunk_size=chunk_size)
+    gp = check_curve_gp(curve_gp, prefix.dtype)
+    bad = screen([rule("prefix", prefix), rule("curve_gp", gp[:4])])
+    return _simulate(key, gp, prefix, bad, horizon=horizon, num_paths=num_paths, rank=rank,
+                     chunk_size=chunk_size)

@@ -1,6 +1,16 @@
 """The full BOS solve of one trial (:func:`solve`) or many (:func:`solve_batch`): curve-GP
 fit, simulation and backward induction, fused so that the paths are drawn, binned and
-counted in chunks."""
+counted in chunks.
+
+One program per trial, wherever it runs. A trial is two isolated pieces: the fit
+(:func:`jaxstop.bos._curve_gp.fit_impl`) and :func:`_solve_from_gp_impl`, each behind
+optimisation barriers on its inputs and outputs, so XLA cannot fuse, constant-fold or
+rewrite across them. Eager :func:`solve` runs the two as their own compiled functions;
+``jax.jit(solve)``, a policy's traced step and :func:`solve_batch` with ``batch_size=1``
+(its default on CPU, a sequential ``lax.map``) inline the very same pieces, so they
+compute the same bits. Only vectorised groups (``batch_size > 1``, or ``jax.vmap(solve)``)
+run other arithmetic (batched matrix products); see :func:`solve_batch`.
+"""
 
 from __future__ import annotations
 
@@ -13,21 +23,24 @@ from jax.typing import ArrayLike
 
 from jaxstop._src import checks
 from jaxstop.bos._curve_gp import fit_impl, fit_jit, posterior
-from jaxstop.bos._induction import DecisionTable, decision_table, transition_counts
+from jaxstop.bos._induction import DecisionTable, decision_table, transition_counts, with_status
 from jaxstop.bos._simulate import chunks, draw, factor
-from jaxstop.bos._validate import check_costs, check_horizon, check_prefix, solve_config
+from jaxstop.bos._validate import check_costs, check_horizon, check_prefix, rule, screen, solve_config
+
+# Adam's learning rate of the fit inside solve (fit_curve_gp's default).
+_LEARNING_RATE = 0.1
 
 
-def _solve_one(key, prefix, best_error, k1, k2, cost, xi_, *, constant_mean, noise_var, fit_steps, **static):
+def _solve_one(key, prefix, best_error, k1, k2, cost, xi_, bad, *, constant_mean, noise_var, fit_steps, **static):
     dtype = prefix.dtype
     gp = fit_impl(
         prefix,
         jnp.asarray(noise_var, dtype),
-        jnp.asarray(0.1, dtype),
+        jnp.asarray(_LEARNING_RATE, dtype),
         constant_mean=constant_mean,
         num_steps=fit_steps,
     )
-    return _solve_from_gp_impl(key, gp, prefix, best_error, k1, k2, cost, xi_, **static)
+    return _solve_from_gp_impl(key, gp, prefix, best_error, k1, k2, cost, xi_, bad, **static)
 
 
 def _solve_from_gp_impl(
@@ -39,6 +52,7 @@ def _solve_from_gp_impl(
     k2,
     cost,
     xi_,
+    bad,
     *,
     horizon,
     num_paths,
@@ -48,6 +62,10 @@ def _solve_from_gp_impl(
     rank,
     chunk_size,
 ):
+    # Isolated (see the module docstring): the same arithmetic wherever it is inlined.
+    key, gp, prefix, best_error, k1, k2, cost, xi_, bad = lax.optimization_barrier(
+        (key, gp, prefix, best_error, k1, k2, cost, xi_, bad)
+    )
     dtype = prefix.dtype
     n0 = prefix.shape[0]
     mean, cov = posterior(gp, prefix, horizon)
@@ -73,7 +91,7 @@ def _solve_from_gp_impl(
 
         init = (jnp.zeros((T - 1, num_bins, num_bins), jnp.int32), jnp.zeros((T, 2, num_bins), jnp.int32))
         (trans, per_step), _ = lax.scan(body, init, (jnp.arange(num_chunks), keys))
-    return decision_table(
+    table = decision_table(
         trans,
         per_step,
         k1,
@@ -86,6 +104,7 @@ def _solve_from_gp_impl(
         num_bins=num_bins,
         dtype=dtype,
     )
+    return lax.optimization_barrier(with_status(table, bad, ~gp.ok))
 
 
 _PATH_STATIC = ("horizon", "num_paths", "num_bins", "compat", "min_count", "rank", "chunk_size")
@@ -97,15 +116,18 @@ _solve_from_gp = jax.jit(_solve_from_gp_impl, static_argnames=_PATH_STATIC)
 
 
 @partial(jax.jit, static_argnames=_SOLVE_STATIC + ("batch_size",))
-def _solve_batch(keys, prefixes, best_error, k1, k2, cost, xi_, *, batch_size, **static):
+def _solve_batch(keys, prefixes, best_error, k1, k2, cost, xi_, bad, *, batch_size, **static):
     def one(args):
         return _solve_one(*args, **static)
 
+    args = (keys, prefixes, best_error, k1, k2, cost, xi_, bad)
+    if batch_size == 1:
+        # Each trial runs solve's own (unbatched) program: tables equal solve's bit for bit.
+        return lax.map(one, args)
     # Pad the trials to whole groups (repeating the last trial) so that only the
     # vectorised body is compiled, not a second one for a remainder.
     num_trials = prefixes.shape[0]
     padded = -(-num_trials // batch_size) * batch_size
-    args = (keys, prefixes, best_error, k1, k2, cost, xi_)
     if padded > num_trials:
         index = jnp.minimum(jnp.arange(padded), num_trials - 1)
         args = jax.tree.map(lambda a: a[index], args)
@@ -141,15 +163,34 @@ def solve(
     paths are drawn, binned and counted in chunks of ``chunk_size``, so they
     are never all in memory at once. The fit is the same compiled function as
     :func:`fit_curve_gp`, and with the same key, ``rank`` and ``chunk_size``
-    :func:`simulate` draws the very same paths, so the table equals::
+    :func:`simulate` draws the same paths (up to the rounding of its own
+    compiled posterior), so the table is that of::
 
         paths = simulate(key, fit_curve_gp(prefix), prefix, horizon, num_paths,
                          rank=rank, chunk_size=chunk_size)
         backward_induction(paths.values, paths.valid, best_error, k1, k2, cost, n0=N0)
 
+    The same table, bit for bit, comes out of ``solve`` called eagerly, inside
+    ``jax.jit`` (or a policy's traced step) and from :func:`solve_batch` with
+    ``batch_size=1``: the fit and the rest are each isolated behind optimisation
+    barriers, so every one of these programs compiles the same arithmetic.
+    ``jax.vmap(solve)`` vectorises it instead (see :func:`solve_batch` for what
+    may then differ).
+
+    Invalid numbers: a prefix error outside (0, 1) (NaN and inf included), or a
+    NaN, inf or out-of-range ``best_error``, ``k1``, ``k2``, ``cost`` or ``xi``
+    raises ``ValueError`` naming the argument when concrete. Inside ``jit`` the
+    table comes back void -- every action ``ACTION_FORCED_CONTINUE``, NaN losses,
+    ``ok`` False, ``reason == Reason.BAD_INPUT`` -- so no bin stops on a bad
+    input. A fit that finds no finite likelihood gives a void table with
+    ``reason == Reason.NOT_FINITE``. float16 / bfloat16 arguments raise
+    ``TypeError``; NumPy scalars (``np.float32(0.1)``) are accepted wherever a
+    float is. The prefix has no padding: every entry is an observed epoch.
+
     Args:
         key: A ``jax.random`` key.
-        prefix: Errors of epochs ``1..N0``, shape (N0,), inside (0, 1).
+        prefix: Errors of epochs ``1..N0``, shape (N0,), inside (0, 1), float32
+            or float64.
         best_error: Incumbent error, scalar in [0, 1].
         horizon: Last epoch ``N`` (static int, ``> N0``).
         k1, k2, cost: Loss parameters (see :func:`backward_induction`).
@@ -162,31 +203,37 @@ def solve(
         chunk_size: Paths per chunk (static; bounds memory).
 
     Returns:
-        The :class:`DecisionTable`, dtype of ``prefix``.
+        The :class:`DecisionTable`, dtype of ``prefix``; ``table.ok`` says whether
+        it is usable and ``table.reason`` why not.
 
     Example:
         >>> import jax, jax.numpy as jnp
         >>> prefix = jnp.array([0.6, 0.5, 0.45, 0.42, 0.40, 0.39, 0.385, 0.38])
         >>> table = solve(jax.random.key(0), prefix, 0.3, 20, 100.0, 99.0, 1.0, num_paths=2000)
-        >>> table.actions.shape
-        (12, 99)
+        >>> table.actions.shape, bool(table.ok)
+        ((12, 99), True)
+        >>> bad = jax.jit(lambda b: solve(jax.random.key(0), prefix, b, 20, 100.0, 99.0, 1.0,
+        ...                               num_paths=2000))(jnp.nan)
+        >>> bool(bad.ok), int(bad.reason), int(bad.actions.max())
+        (False, 1, 0)
     """
-    prefix = check_prefix(prefix, check_range=True)
+    prefix = check_prefix(prefix)
     check_horizon(horizon, prefix.shape[0])
     static = solve_config(
-        prefix, horizon, num_paths, num_bins, mode, min_count, noise_var, mean, fit_steps, rank, chunk_size
+        horizon, num_paths, num_bins, mode, min_count, noise_var, mean, fit_steps, rank, chunk_size
     )
     dtype = prefix.dtype
-    best_error, k1, k2, cost, xi_ = check_costs(best_error, k1, k2, cost, xi, dtype, static["compat"])
+    *costs, bad = check_costs(best_error, k1, k2, cost, xi, dtype, static["compat"])
+    bad = bad | screen([rule("prefix", prefix)])
     fit = {k: static.pop(k) for k in _FIT_STATIC}
     gp = fit_jit(
         prefix,
         jnp.asarray(fit["noise_var"], dtype),
-        jnp.asarray(0.1, dtype),
+        jnp.asarray(_LEARNING_RATE, dtype),
         constant_mean=fit["constant_mean"],
         num_steps=fit["fit_steps"],
     )
-    return _solve_from_gp(key, gp, prefix, best_error, k1, k2, cost, xi_, **static)
+    return _solve_from_gp(key, gp, prefix, *costs, bad, **static)
 
 
 # Working memory of one group of trials in solve_batch (default batch_size).
@@ -223,14 +270,35 @@ def solve_batch(
 ) -> DecisionTable:
     """Solve many trials' BOS problems in one call.
 
-    :func:`solve` mapped over trials with ``lax.map`` in groups of
-    ``batch_size`` trials (vectorised within a group), so memory stays bounded:
-    a trial works on one chunk of ``min(num_paths, chunk_size)`` paths and its
-    transition histogram (``(T-1) * 2 * num_bins**2`` counts, 3.2 MB for
-    ``T = 42``) at a time, whatever the number of trials. Trial ``i`` uses
-    key ``jax.random.split(key, num_trials)[i]`` in :func:`solve`. On CPU the
-    group size hardly changes the time per trial; on accelerators larger
-    groups use the device better.
+    :func:`solve` mapped over trials with ``lax.map``, in groups of ``batch_size``
+    trials, so memory stays bounded: a trial works on one chunk of
+    ``min(num_paths, chunk_size)`` paths and its transition histogram
+    (``(T-1) * 2 * num_bins**2`` counts, 3.2 MB for ``T = 42``) at a time,
+    whatever the number of trials. Trial ``i`` uses key
+    ``jax.random.split(key, num_trials)[i]``.
+
+    Batched versus single. With ``batch_size=1`` (the default on CPU, where
+    vectorising trials gains little) the trials run one after the other, each in
+    :func:`solve`'s own program, and ``tables[i]`` equals
+    ``solve(jax.random.split(key, num_trials)[i], prefixes[i], ...)`` bit for bit.
+    With ``batch_size > 1`` (the default on other platforms: as many trials as fit
+    in about 128 MB) a group's trials are vectorised: the same keys, paths and
+    rules, but batched matrix products and factorisations that round differently,
+    in the fit, the posterior, its eigendecomposition and the draws. A simulated
+    value then moves by a few units in the last place of that arithmetic (in
+    float64 about 1e-15 relative, amplified by the conditioning of the posterior),
+    and a path can change bin only where its running mean lies within that
+    distance of a bin edge (or its value of 0 or 1, or its final error of the
+    event threshold): counts differ by such paths only, and actions only in the
+    cells whose losses those counts reach through the backward induction, or where
+    a continuation loss ties a stopping loss within rounding. Where the
+    likelihood of the curve GP is flat, the vectorised fit may in addition stop at
+    a slightly different point of the flat ridge.
+
+    Invalid numbers are handled per trial as in :func:`solve`: a bad value of one
+    trial inside ``jit`` voids that trial's table only (``reason[i] ==
+    Reason.BAD_INPUT``), concrete ones raise ``ValueError`` naming the argument
+    (``prefixes``, ``best_errors``, ...).
 
     Args:
         key: A ``jax.random`` key.
@@ -239,40 +307,40 @@ def solve_batch(
         horizon: Last epoch ``N`` (static).
         k1, k2, cost: Loss parameters, shape (num_trials,) or scalars.
         batch_size: At most this many trials are vectorised together (static);
-            default: as many as fit in about 128 MB of working memory. The
-            trials are split into equal groups (the last trial repeated to fill
-            the last group; the repeats are dropped from the result).
+            default 1 on CPU, elsewhere as many as fit in about 128 MB of working
+            memory. The trials are split into equal groups (the last trial
+            repeated to fill the last group; the repeats are dropped).
         num_paths, num_bins, mode, min_count, xi, noise_var, mean, fit_steps,
         rank, chunk_size: See :func:`solve` (``xi`` may be per trial).
 
     Returns:
-        A :class:`DecisionTable` whose fields have a leading (num_trials,) axis.
+        A :class:`DecisionTable` whose fields have a leading (num_trials,) axis
+        (``tables.ok`` per trial; look tables up with ``jax.vmap(decide)``).
 
     Example:
         >>> import jax, jax.numpy as jnp
         >>> prefixes = jnp.array([[0.6, 0.5, 0.45, 0.42], [0.5, 0.45, 0.43, 0.42]])
         >>> tables = solve_batch(jax.random.key(0), prefixes, jnp.array([0.3, 0.35]), 10,
         ...                      jnp.array([100.0, 105.0]), 99.0, 1.0, num_paths=1000)
-        >>> tables.actions.shape
-        (2, 6, 99)
+        >>> tables.actions.shape, tables.ok.tolist()
+        ((2, 6, 99), [True, True])
     """
-    prefixes = jnp.asarray(prefixes)
-    if prefixes.ndim != 2:
-        raise ValueError(f"prefixes must have shape (num_trials, N0), got shape {prefixes.shape}")
+    prefixes = check_prefix(prefixes, name="prefixes")
     num_trials = prefixes.shape[0]
     if num_trials == 0:
         raise ValueError("prefixes must hold at least one trial, got shape (0, N0)")
-    prefixes = check_prefix(prefixes, check_range=True, name="prefixes")
     check_horizon(horizon, prefixes.shape[1])
     static = solve_config(
-        prefixes, horizon, num_paths, num_bins, mode, min_count, noise_var, mean, fit_steps, rank, chunk_size
+        horizon, num_paths, num_bins, mode, min_count, noise_var, mean, fit_steps, rank, chunk_size
     )
     dtype = prefixes.dtype
-    best, k1, k2, cost, xi_ = check_costs(
-        best_errors, k1, k2, cost, xi, dtype, static["compat"], batch=num_trials
+    *costs, bad = check_costs(
+        best_errors, k1, k2, cost, xi, dtype, static["compat"], batch=num_trials,
+        names=("best_errors", "k1", "k2", "cost", "xi"),
     )
+    bad = bad | screen([rule("prefixes", prefixes, "prefix")], (num_trials,))
     if batch_size is None:
-        batch_size = max(
+        batch_size = 1 if jax.default_backend() == "cpu" else max(
             1,
             min(
                 num_trials,
@@ -284,4 +352,4 @@ def solve_batch(
     # Equal groups: the fewest groups of at most batch_size trials, as even as possible.
     batch_size = -(-num_trials // -(-num_trials // min(batch_size, num_trials)))
     keys = jax.random.split(key, num_trials)
-    return _solve_batch(keys, prefixes, best, k1, k2, cost, xi_, batch_size=batch_size, **static)
+    return _solve_batch(keys, prefixes, *costs, bad, batch_size=batch_size, **static)

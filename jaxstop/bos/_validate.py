@@ -1,7 +1,16 @@
-"""Eager argument validation of :mod:`jaxstop.bos` (raises naming the argument; value
-checks run on concrete arrays only)."""
+"""Argument checks of :mod:`jaxstop.bos`.
+
+Structure (ranks, shapes, dtypes, static configuration) is checked eagerly and raises
+``ValueError`` / ``TypeError`` naming the argument. Numeric values go through one
+mechanism, :func:`screen`: a table of ``(name, value, predicate, expected)`` rows whose
+predicates are evaluated on concrete values (a failing one raises ``ValueError`` naming
+the argument) and, for traced values, folded into a boolean ``bad`` flag that the
+kernels turn into ``ok=False`` with ``reason = Reason.BAD_INPUT`` on their result.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Callable, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -14,22 +23,92 @@ def float_dtype(x: jax.Array):
     return x.dtype if jnp.issubdtype(x.dtype, jnp.floating) else jnp.result_type(float)
 
 
-def check_prefix(prefix, *, check_range: bool, name: str = "prefix") -> jax.Array:
-    prefix = jnp.asarray(prefix)
+def _unit_open(v):
+    return (v > 0) & (v < 1)  # False for NaN
+
+
+def _positive_finite(v):
+    return jnp.isfinite(v) & (v > 0)
+
+
+def _nonneg_finite(v):
+    return jnp.isfinite(v) & (v >= 0)
+
+
+# What each numeric argument must satisfy: (predicate, expected). Elementwise, traceable.
+RULES: dict[str, tuple[Callable, str]] = {
+    "prefix": (_unit_open, "inside (0, 1) (validation errors)"),
+    "prefix_finite": (jnp.isfinite, "finite"),
+    "best_error": (lambda v: (v >= 0) & (v <= 1), "in [0, 1]"),
+    "k1": (lambda v: v > 0, "> 0 (+inf allowed in corrected mode)"),
+    "k1_compat": (_positive_finite, "> 0 and finite in compat mode"),
+    "k2": (_positive_finite, "> 0 and finite"),
+    "cost": (_nonneg_finite, ">= 0 and finite"),
+    "xi": (_nonneg_finite, ">= 0 and finite"),
+    "curve_gp": (
+        lambda alpha, beta, mean, noise_var: _positive_finite(alpha) & _positive_finite(beta)
+        & jnp.isfinite(mean) & _positive_finite(noise_var),
+        "a CurveGP with finite alpha, beta, noise_var > 0 and a finite mean",
+    ),
+}
+
+
+def _describe(args, ok) -> str:
+    """``", got ..."`` for an error message: the value, or the first failing one of many."""
+    if len(args) > 1 and all(np.size(x) == 1 for x in args):
+        return f", got {tuple(np.asarray(x).reshape(()).item() for x in args)!r}"
+    a = np.asarray(args[0])
+    ok = np.broadcast_to(np.asarray(ok), a.shape) if a.ndim else np.asarray(ok)
+    if a.size == 1:
+        return f", got {a.reshape(()).item()!r}"
+    failing = a[~ok] if ok.shape == a.shape else a.reshape(-1)
+    return f", got {failing.size} failing value(s) out of {a.size}, e.g. {failing.reshape(-1)[0].item()!r}"
+
+
+def screen(rows: Sequence[tuple], batch_shape: tuple[int, ...] = ()) -> jax.Array:
+    """Checks numeric arguments that may be traced; the one value check of :mod:`jaxstop.bos`.
+
+    Args:
+        rows: ``(name, value, predicate, expected)``; ``value`` an array or a tuple of
+            arrays (the predicate's arguments), ``predicate`` elementwise and traceable.
+            Axes of the predicate's result beyond ``batch_shape`` are reduced with ``all``.
+        batch_shape: Shape of the flag (``(num_trials,)`` for a batch, else ``()``).
+
+    Returns:
+        ``bad``, bool of ``batch_shape``: where a traced value fails its predicate.
+
+    Raises:
+        ValueError: naming the argument, when a concrete value fails its predicate.
+    """
+    bad = jnp.zeros(batch_shape, bool)
+    for name, value, predicate, expected in rows:
+        args = value if isinstance(value, tuple) else (value,)
+        if checks.is_concrete(*args):
+            with jax.ensure_compile_time_eval():
+                ok = np.asarray(predicate(*args))
+            if not ok.all():
+                raise ValueError(f"{name} must be {expected}{_describe(args, ok)}")
+            continue
+        ok = jnp.asarray(predicate(*args))
+        ok = jnp.all(ok, axis=tuple(range(len(batch_shape), ok.ndim)))
+        bad = bad | ~jnp.broadcast_to(ok, batch_shape)
+    return bad
+
+
+def rule(name: str, value, key: str | None = None) -> tuple:
+    """The :func:`screen` row of argument ``name`` under rule ``key`` (default: ``name``)."""
+    predicate, expected = RULES[key or name]
+    return (name, value, predicate, expected)
+
+
+def check_prefix(prefix, *, name: str = "prefix") -> jax.Array:
+    """``prefix`` as a float32 / float64 array of rank 1 (``prefixes``: rank 2), at least one epoch."""
+    prefix = checks.float_array(prefix, name)
     expected = 2 if name == "prefixes" else 1
     if prefix.ndim != expected:
         raise ValueError(f"{name} must be {expected}-D, got shape {prefix.shape}")
     if prefix.shape[-1] < 1:
         raise ValueError(f"{name} must hold at least one epoch, got shape {prefix.shape}")
-    prefix = prefix.astype(float_dtype(prefix))
-    if checks.is_concrete(prefix):
-        p = np.asarray(prefix)
-        if not np.all(np.isfinite(p)):
-            raise ValueError(f"{name} must be finite")
-        if check_range and not np.all((p > 0) & (p < 1)):
-            raise ValueError(
-                f"{name} (validation errors) must lie inside (0, 1), got min {p.min()} and max {p.max()}"
-            )
     return prefix
 
 
@@ -46,14 +125,11 @@ def check_config(mode, num_bins, min_count) -> bool:
     if mode not in ("compat", "corrected"):
         raise ValueError(f"mode must be 'compat' or 'corrected', got {mode!r}")
     checks.positive_int(num_bins, "num_bins", 2)
-    if isinstance(min_count, bool) or not isinstance(min_count, (int, float)) or min_count < 0:
-        raise ValueError(f"min_count must be a number >= 0, got {min_count!r}")
+    checks.nonneg_float(min_count, "min_count")
     return mode == "compat"
 
 
-def solve_config(
-    prefix, horizon, num_paths, num_bins, mode, min_count, noise_var, mean, fit_steps, rank, chunk_size
-):
+def solve_config(horizon, num_paths, num_bins, mode, min_count, noise_var, mean, fit_steps, rank, chunk_size):
     compat = check_config(mode, num_bins, min_count)
     checks.positive_int(num_paths, "num_paths", 1)
     checks.positive_int(fit_steps, "fit_steps", 1)
@@ -62,45 +138,40 @@ def solve_config(
         checks.positive_int(rank, "rank", 1)
     if mean not in ("zero", "constant"):
         raise ValueError(f"mean must be 'zero' or 'constant', got {mean!r}")
-    if not (isinstance(noise_var, (int, float)) and noise_var > 0):
-        raise ValueError(f"noise_var must be a positive float, got {noise_var!r}")
     return {
         "horizon": horizon,
         "num_paths": num_paths,
         "num_bins": num_bins,
         "compat": compat,
-        "min_count": float(min_count),
+        "min_count": checks.nonneg_float(min_count, "min_count"),
         "constant_mean": mean == "constant",
-        "noise_var": float(noise_var),
+        "noise_var": checks.nonneg_float(noise_var, "noise_var", positive=True),
         "fit_steps": fit_steps,
         "rank": rank,
         "chunk_size": chunk_size,
     }
 
 
-def check_costs(best_error, k1, k2, cost, xi_, dtype, compat: bool, batch: int | None = None):
+COST_NAMES = ("best_error", "k1", "k2", "cost", "xi")
+
+
+def check_costs(best_error, k1, k2, cost, xi_, dtype, compat: bool, batch: int | None = None,
+                names: Sequence[str] = COST_NAMES):
+    """The loss parameters as arrays of ``dtype`` (shape ``()`` or ``(batch,)``) and their ``bad`` flag.
+
+    Each must be a scalar (or, with ``batch``, a scalar or of shape ``(batch,)``) of a
+    supported dtype; its value is checked in ``dtype`` (so ``k1 = 1e40`` is ``inf`` in
+    float32) by :func:`screen` against :data:`RULES`. ``names`` are the names the
+    caller's signature gives the five arguments.
+    """
     shape = () if batch is None else (batch,)
     out = []
-    for name, value in (("best_error", best_error), ("k1", k1), ("k2", k2), ("cost", cost), ("xi", xi_)):
-        arr = jnp.asarray(value)
+    for name, value in zip(names, (best_error, k1, k2, cost, xi_)):
+        arr = checks.float_array(value, name)
         if arr.ndim > len(shape) or (arr.ndim == 1 and arr.shape != shape):
             expected = "a scalar" if batch is None else f"a scalar or shape {shape}"
             raise ValueError(f"{name} must be {expected}, got shape {arr.shape}")
-        if checks.is_concrete(arr):
-            a = np.asarray(arr, dtype=float)
-            if name == "best_error" and not np.all((a >= 0) & (a <= 1)):
-                raise ValueError(f"best_error must lie in [0, 1], got {value}")
-            if name == "k1" and not np.all(a > 0):
-                raise ValueError(f"k1 must be positive, got {value}")
-            if name == "k1" and compat and not np.all(np.isfinite(a)):
-                raise ValueError(f"k1 must be finite in compat mode, got {value}")
-            if name == "k2" and not np.all((a > 0) & np.isfinite(a)):
-                raise ValueError(f"k2 must be positive and finite, got {value}")
-            if name == "cost" and not np.all((a >= 0) & np.isfinite(a)):
-                raise ValueError(f"cost must be >= 0 and finite, got {value}")
-            if name == "xi" and not np.all((a >= 0) & np.isfinite(a)):
-                raise ValueError(f"xi must be >= 0 and finite, got {value}")
-            if name == "best_error" and not np.all(np.isfinite(a)):
-                raise ValueError(f"best_error must be finite, got {value}")
         out.append(jnp.broadcast_to(arr.astype(dtype), shape))
-    return tuple(out)
+    keys = ("best_error", "k1_compat" if compat else "k1", "k2", "cost", "xi")
+    bad = screen([rule(n, a, k) for n, a, k in zip(names, out, keys)], shape)
+    return (*out, bad)
