@@ -132,7 +132,8 @@ class BoBosInfo(NamedTuple):
         epoch: Epochs it trained, int32 ().
         model_based: Whether it was chosen by the LCB (not at random), bool ().
         bo_iteration: Its BO iteration ``t`` (``<= 0`` for the random start), int32 ().
-        k1: ``K_{1,t}`` used for it, ().
+        k1: ``K_{1,t}`` used for it, (); NaN for the random start (``t <= 0``), where
+            no BOS problem is solved and the schedule is undefined.
         num_out_of_range: Losses of the study so far outside [0, 1] after the
             ``loss_lo`` / ``loss_hi`` map (clipped for BOS), int32 ().
         ok: ``num_out_of_range == 0``: BOS has seen every loss as it is, bool ().
