@@ -17,8 +17,22 @@ API conventions (shared with :mod:`jaxstop.regret` and :mod:`jaxstop.confidence`
   argument; where randomness is optional (here the random restarts of :func:`fit`)
   ``key=`` is a keyword argument.
 * ``mask`` is the one name for "which rows are real" (padded rows have no effect).
-* A result that can fail has a boolean ``ok`` field (:class:`Posterior`,
-  :class:`FitInfo`).
+* A result that can fail has a boolean ``ok`` (:class:`Posterior` and :class:`FitInfo`:
+  a field, with an int32 ``reason`` code of :class:`jaxstop.Reason`;
+  :class:`Prediction` and :class:`Standardized`: a property, so that they still unpack as
+  two and three arrays).
+
+Reliability (every function):
+
+* Padded rows (``mask`` False) are inert whatever they hold, NaN, inf and 1e30 included:
+  they are replaced by 0 before any arithmetic.
+* Concrete inputs are checked eagerly: ``X`` and query points outside the unit cube or not
+  finite, non-finite ``y`` on a real row, wrong shapes raise ``ValueError`` naming the
+  argument; float16 / bfloat16 (arrays or parameters) raise ``TypeError`` naming it.
+* Inside ``jit`` / ``vmap`` the same problems are status: ``ok`` False (``Reason.BAD_INPUT``),
+  never an ``ok`` result holding NaN or inf. A Gram matrix too ill-conditioned for the
+  dtype is jittered until its factor is accurate (``Posterior.jitter``), else
+  ``Reason.ILL_CONDITIONED``.
 
 This module checks the arguments; the computations are those of the internal layer
 (:mod:`jaxstop._src.gp_core`: kernel, posterior, prediction; :mod:`jaxstop._src.gp_fit`:
@@ -49,11 +63,15 @@ from tinygp.kernels.distance import L2Distance
 from jaxstop._src import checks as _checks, gp_core as _core, gp_fit as _gp_fit
 from jaxstop._src.gp_core import GPParams as GPParams
 from jaxstop._src.gp_core import Posterior as Posterior
+from jaxstop._src.gp_core import Prediction as Prediction
+from jaxstop._src.gp_core import Standardized as Standardized
 from jaxstop._src.gp_fit import FitInfo as FitInfo
 
 __all__ = [
     "GPParams",
     "Posterior",
+    "Prediction",
+    "Standardized",
     "FitInfo",
     "GPFit",
     "params",
@@ -94,10 +112,15 @@ def params(
         lengthscales: One lengthscale per input dimension, each > 0, shape (d,).
         noise: Observation-noise variance, > 0.
         mean: Constant prior mean.
-        dtype: Floating dtype of the result; by default the promoted input dtype.
+        dtype: Floating dtype of the result (float32 or float64); by default the
+            promoted input dtype.
 
     Returns:
         The parameters in log space.
+
+    Raises:
+        ValueError: A value that is not finite or not positive (naming it).
+        TypeError: float16 / bfloat16 input or ``dtype`` (naming it).
 
     Example:
         >>> from jaxstop import gp
@@ -105,6 +128,8 @@ def params(
         >>> p.lengthscales.shape
         (2,)
     """
+    if dtype is not None and jnp.dtype(dtype).name not in _checks.SUPPORTED_FLOATS:
+        raise TypeError(f"dtype must be float32 or float64, got {jnp.dtype(dtype).name}")
     amplitude = _checks.float_array(amplitude, "amplitude", dtype)
     lengthscales = _checks.float_array(lengthscales, "lengthscales", dtype)
     noise = _checks.float_array(noise, "noise", dtype)
@@ -126,22 +151,39 @@ def params(
 
 
 def kernel(p: GPParams) -> kernels.Kernel:
-    """The tinygp kernel ``amplitude * Matern52`` with ARD lengthscales."""
+    """The tinygp kernel ``amplitude * Matern52`` with ARD lengthscales.
+
+    Raises ``TypeError`` when ``p`` is not a :class:`GPParams` of float32 / float64."""
+    p = _core.check_params(p, None, None, "p")
     base = kernels.Matern52(distance=L2Distance())
     return jnp.exp(p.log_amplitude) * transforms.Linear(jnp.exp(-p.log_lengthscales), base)
 
 
-def standardize(y: ArrayLike, mask: ArrayLike | None = None) -> tuple[jax.Array, jax.Array, jax.Array]:
+def standardize(y: ArrayLike, mask: ArrayLike | None = None) -> Standardized:
     """Standardises ``y`` by its masked mean and standard deviation.
 
+    Works for every finite ``y``: the values are scaled by powers of two (exact) before
+    they are summed or squared, so 1e30 or 1e-30 data standardise like data of unit
+    scale, and ``mean`` and ``std`` are at most the largest magnitude (representable);
+    only a spread below the dtype's smallest normal number cannot be represented (it is
+    reported). Padded entries (whatever they hold: NaN, inf) are ignored.
+
     Args:
-        y: Values, shape (n,).
+        y: Values, shape (n,), float32 or float64.
         mask: Which entries are real, shape (n,) bool; default all.
 
     Returns:
-        ``(z, mean, std)`` with ``z = (y - mean) / std`` on real entries and 0 on
-        padded ones. ``std`` is the population standard deviation (ddof 0); it is
-        1 when the real values are constant or fewer than two.
+        A :class:`Standardized` ``(z, mean, std)`` with ``z = (y - mean) / std`` on real
+        entries and 0 on padded ones. ``std`` is the population standard deviation (ddof
+        0); it is 1 (and ``z`` 0) when the real values are fewer than two or constant up
+        to rounding: every deviation from the mean within ``4 eps`` of the largest
+        magnitude (``eps`` the dtype's). ``.ok`` is False (``.reason``
+        ``Reason.BAD_INPUT``) when a real entry is not finite inside ``jit``, with NaN
+        results; ``Reason.UNREPRESENTABLE`` when ``std`` underflows to 0.
+
+    Raises:
+        ValueError: A non-finite real entry (concrete ``y``), a wrong shape.
+        TypeError: float16 / bfloat16 ``y``, a non-boolean ``mask``.
 
     Example:
         >>> import jax.numpy as jnp
@@ -149,6 +191,9 @@ def standardize(y: ArrayLike, mask: ArrayLike | None = None) -> tuple[jax.Array,
         >>> z, m, s = gp.standardize(jnp.array([1.0, 3.0, 99.0]), jnp.array([True, True, False]))
         >>> z.tolist(), float(m), float(s)
         ([-1.0, 1.0, 0.0], 2.0, 1.0)
+        >>> res = gp.standardize(jnp.array([1e30, -1e30], jnp.float32))  # squares would overflow
+        >>> res.z.tolist(), float(res.std), bool(res.ok)
+        ([1.0, -1.0], 1.0000000150474662e+30, True)
     """
     y = _checks.float_array(y, "y")
     _checks.check_rank(y, 1, "y")
@@ -176,34 +221,49 @@ def posterior(p: GPParams, X: ArrayLike, y: ArrayLike, mask: ArrayLike | None = 
         X: Inputs in the unit cube, shape (n, d).
         y: Observations, shape (n,), used as given.
         mask: Which rows are real, shape (n,) bool; default all. Padded rows have
-            exactly no effect on anything computed from the posterior.
+            exactly no effect on anything computed from the posterior, whatever they
+            hold (``Posterior.X`` holds 0 there).
 
     Returns:
-        A :class:`Posterior` holding the Cholesky factor. If the Gram matrix is
-        numerically singular a growing jitter is added (``jitter``); ``ok`` is
-        False only if even that failed.
+        A :class:`Posterior` holding the Cholesky factor. When the factor is not finite,
+        or not accurate for the dtype (its condition estimate ``||K||_inf / min L_ii^2``
+        times ``eps`` above 1/64, e.g. repeated inputs with a tiny noise in float32),
+        jitter is added on the diagonal (``jitter``: the least that makes it accurate);
+        the result is then, up to rounding, the posterior of a model with that much more
+        noise.
+        ``ok`` is False, with ``reason``, when a real row of ``X`` or ``y`` or a
+        parameter is not finite (``BAD_INPUT``, inside ``jit``), the factor is not
+        finite (``NOT_FINITE``) or still inaccurate (``ILL_CONDITIONED``).
 
     Raises:
-        ValueError: On shape mismatches, X outside [0, 1], or non-finite ``y`` on a
-            real row (checked when the arrays are concrete).
+        ValueError: On shape mismatches, X outside [0, 1] or not finite, or non-finite
+            ``y`` on a real row (checked when the arrays are concrete).
+        TypeError: float16 / bfloat16 ``X``, ``y`` or ``p``.
     """
     X, y, mask = _check_data(X, y, mask)
-    p = _core.check_params(p, X.shape[1], X.dtype)
+    p = _core.check_params(p, X.shape[1], X.dtype, "p")
     return _posterior_jit(p, X, y, mask)
 
 
 _posterior_jit = jax.jit(_core.posterior)
 
 
-def predict(post: Posterior, Xq: ArrayLike) -> tuple[jax.Array, jax.Array]:
+def predict(post: Posterior, Xq: ArrayLike) -> Prediction:
     """Latent (noise-free) posterior mean and variance at query points.
 
     Args:
         post: From :func:`posterior`.
-        Xq: Query points, shape (m, d).
+        Xq: Query points in the unit cube, shape (m, d).
 
     Returns:
-        ``(mean, var)``, each shape (m,); ``var`` is clipped at 0.
+        A :class:`Prediction` ``(mean, var)``, each shape (m,); ``var`` is clipped at 0.
+        Inside ``jit``, rows of ``Xq`` that are not finite or outside the unit cube, and
+        every row when ``post.ok`` is False, are NaN with ``.ok`` (per row) False.
+
+    Raises:
+        ValueError: Concrete ``Xq`` not finite or outside [0, 1], or with the wrong
+            number of columns.
+        TypeError: float16 / bfloat16 ``Xq``, or ``post`` not a :class:`Posterior`.
 
     Example:
         >>> import jax.numpy as jnp
@@ -212,21 +272,31 @@ def predict(post: Posterior, Xq: ArrayLike) -> tuple[jax.Array, jax.Array]:
         >>> mean, var = gp.predict(post, jnp.array([[0.3]]))   # no data: the prior
         >>> float(mean[0]), float(var[0])
         (0.0, 1.0)
+        >>> import jax
+        >>> pred = jax.jit(gp.predict)(post, jnp.array([[0.3], [7.0]]))  # 7.0: outside the cube
+        >>> pred.ok.tolist()
+        [True, False]
     """
     if not isinstance(post, Posterior):
         raise TypeError(f"post must be a Posterior (see jaxstop.gp.posterior), got {type(post).__name__}")
+    _checks.check_float_dtype(post.X.dtype, "post.X")
     Xq = _checks.float_array(Xq, "Xq", post.X.dtype)
     _checks.check_rank(Xq, 2, "Xq", "with shape (m, d)")
     if Xq.shape[1] != post.X.shape[1]:
         raise ValueError(f"Xq must have {post.X.shape[1]} columns like the training X, got shape {Xq.shape}")
+    _checks.check_unit_cube(Xq, "Xq")
     return _predict_jit(post, Xq)
 
 
-_predict_jit = jax.jit(_core.predict)
+_predict_jit = jax.jit(_core.predict_checked)
 
 
 def log_marginal_likelihood(p: GPParams, X: ArrayLike, y: ArrayLike, mask: ArrayLike | None = None) -> jax.Array:
     """Log marginal likelihood ``log N(y | mean, K + noise I)`` of the real rows.
+
+    Rasmussen & Williams (2006), Eq. 2.30. Padded rows are inert whatever they hold.
+    Concrete inputs are checked like :func:`posterior`'s (``ValueError`` / ``TypeError``
+    naming the argument); inside ``jit`` a non-finite value on a real row gives NaN.
 
     Example:
         >>> import jax.numpy as jnp
@@ -237,7 +307,7 @@ def log_marginal_likelihood(p: GPParams, X: ArrayLike, y: ArrayLike, mask: Array
         -1.121671
     """
     X, y, mask = _check_data(X, y, mask)
-    p = _core.check_params(p, X.shape[1], X.dtype)
+    p = _core.check_params(p, X.shape[1], X.dtype, "p")
     return _lml_jit(p, X, y, mask)
 
 
@@ -250,9 +320,16 @@ def log_prior(p: GPParams) -> jax.Array:
     With ``lam = 1 / lengthscale**2`` per dimension:
     ``-sum(0.1 / lam + 0.1 * lam) + Gamma(amplitude | 2, 1) + Gamma(noise | 1.1, 30)``
     (unnormalised), the priors Optuna's GP sampler uses. They keep 1-5 points
-    and constant ``y`` finite; the mean is unpenalised (flat prior).
+    and constant ``y`` finite; the mean is unpenalised (flat prior). Raises ``TypeError``
+    when ``p`` is not a :class:`GPParams` of float32 / float64 (naming the field); a
+    non-finite parameter gives a non-finite value.
+
+    Example:
+        >>> from jaxstop import gp
+        >>> round(float(gp.log_prior(gp.params(1.0, [1.0], 0.1))), 5)  # -0.2 - 1 + 0.1 log 0.1 - 3
+        -4.43026
     """
-    return _gp_fit.log_prior(p)
+    return _gp_fit.log_prior(_core.check_params(p, None, None, "p"))
 
 
 def fit(
@@ -286,7 +363,7 @@ def fit(
     and does not recompile when the number of real rows changes.
 
     Args:
-        X: Inputs in the unit cube, shape (n, d).
+        X: Inputs in the unit cube, shape (n, d), float32 or float64.
         y: Observations (standardised, see :func:`standardize`), shape (n,).
         mask: Which rows are real, shape (n,) bool; default all.
         init: Warm start (e.g. the previous fit); default amplitude 1,
@@ -314,7 +391,38 @@ def fit(
         A :class:`GPFit` ``(params, info)`` (a NamedTuple: it unpacks like the plain tuple
         that earlier releases returned); ``info.ok`` says whether the result is usable.
         When no start gives a finite objective (e.g. no real rows and ``prior=False``:
-        nothing is identified) the first start comes back with ``info.ok`` False.
+        nothing is identified) the first start comes back with ``info.ok`` False
+        (``info.reason``: ``EMPTY`` without real rows, else ``NOT_FINITE``). Inside
+        ``jit`` a non-finite value on a real row of ``X`` or ``y`` or in ``init`` gives
+        ``info.ok`` False with ``Reason.BAD_INPUT`` (and finite parameters: a start).
+        Padded rows are inert whatever they hold (NaN, inf, 1e30): the fit is the same,
+        bit for bit, as with any other values there.
+
+    Raises:
+        ValueError: Concrete ``X`` outside [0, 1] or not finite, non-finite ``y`` on a
+            real row, wrong shapes, invalid settings.
+        TypeError: float16 / bfloat16 ``X``, ``y`` or ``init`` (naming it).
+
+    Batched and single fits:
+        ``jax.vmap(gp.fit)`` and ``gp.fit`` on one study (likewise padded and compact
+        arrays, ``jit`` and eager calls) run different programs that round differently,
+        so their results are equal only up to what rounding can move. Each run stops at
+        the first accepted point with ``max |g| <= tol`` or after ``steps`` evaluations,
+        and a rounding-level difference can change which trial step is accepted, so the
+        two may stop at different points (and step counts) of the region near the
+        optimum. What holds: with ``H`` the objective's Hessian in
+        ``psi = (log amplitude, log lengthscales, log noise-to-amplitude, mean)``, a stop
+        with gradient ``g`` lies about ``H^-1 g`` from the optimum and ``g' H^-1 g / 2``
+        above it. Two runs that both converged (``info.steps < steps``; typical in
+        float64) have parameters within ``2 sqrt(q) tol ||H^-1||`` and objectives within
+        ``q tol^2 ||H^-1||`` of each other (``q`` free components) plus the objective's
+        rounding. In float32 the objective carries a rounding error of about
+        ``n kappa eps`` relative (``kappa`` the condition number of the Gram matrix), its
+        gradient a noise that is often above ``tol``: fits then run all ``steps`` and stop
+        wherever they stand, and only the objective values are comparable, within the sum
+        of the two stops' gaps ``|g|^2 ||H^-1|| / 2`` plus that rounding; in directions
+        where the objective is flat the parameters may differ by far more (several
+        percent of a lengthscale).
 
     Example:
         >>> import jax, jax.numpy as jnp
@@ -329,14 +437,16 @@ def fit(
     X, y, mask = _check_data(X, y, mask)
     steps = _checks.positive_int(steps, "steps")
     num_restarts = _checks.positive_int(num_restarts, "num_restarts")
-    if not isinstance(min_noise, (int, float)) or not min_noise > 0:
-        raise ValueError(f"min_noise must be a positive float, got {min_noise!r}")
+    min_noise = _checks.nonneg_float(min_noise, "min_noise", positive=True)
     tol = _checks.nonneg_float(tol, "tol")
     if num_restarts > 1 and key is None:
         raise ValueError("key is required when num_restarts > 1")
     if key is None:
         key = jax.random.key(0)
-    init = _core.default_init(X.shape[1], X.dtype) if init is None else _core.check_params(init, X.shape[1], X.dtype)
+    if init is None:
+        init = _core.default_init(X.shape[1], X.dtype)
+    else:
+        init = _core.check_params(init, X.shape[1], X.dtype, "init")
     p, info = _fit_jit(key, X, y, mask, init, min_noise, tol, steps=steps, num_restarts=num_restarts,
                        fit_mean=bool(fit_mean), use_prior=bool(prior), optimizer=optimizer)
     return GPFit(p, info)

@@ -7,7 +7,9 @@ gives many studies). This is the one place of the Matern-5/2 kernel (:func:`mate
 :func:`correlation_parts`); the kernel-agnostic pieces (masked Gram conditioning, the
 jittered factor, predictive moments from a factor) are those of
 :mod:`jaxstop._src.gp_likelihood`, which the learning-curve GP of :mod:`jaxstop.bos`
-shares. Nothing here validates
+shares. Padded rows are made inert (:func:`jaxstop._src.gp_likelihood.inert`) before any
+arithmetic, so whatever they hold (NaN, inf, 1e30) has no effect; data problems on real
+rows are status fields (``ok``, ``reason``) of the results. Nothing here validates
 its arguments: :mod:`jaxstop.gp` is the public, validating layer over this file and
 :mod:`jaxstop._src.gp_fit` (likelihood, priors and the ML-II fit).
 """
@@ -21,11 +23,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxstop._src import gp_likelihood, linalg
+from jaxstop._src import checks, gp_likelihood, linalg, status
+from jaxstop._src.status import Reason
 
 __all__ = [
     "GPParams",
     "Posterior",
+    "Prediction",
+    "Standardized",
     "SQRT5",
     "sq_dist",
     "matern52",
@@ -35,6 +40,7 @@ __all__ = [
     "posterior",
     "posterior_from_scaled_factor",
     "predict",
+    "predict_checked",
     "predict_train",
     "predict_chunked",
     "standardize",
@@ -80,14 +86,20 @@ class Posterior(NamedTuple):
 
     Attributes:
         params: The hyperparameters used.
-        X: Training inputs, shape (n, d).
+        X: Training inputs, shape (n, d); padded rows hold 0 (made inert).
         mask: Which rows are real, shape (n,).
         chol: Lower Cholesky factor of the masked Gram matrix, shape (n, n); padded
             rows and columns are those of the identity.
         chol_inv: Its inverse, shape (n, n): predictions are then matrix products.
         alpha: ``K^-1 (y - mean)`` with zeros on padded rows, shape (n,).
         jitter: Diagonal jitter that was needed on top of the noise, shape ().
-        ok: Whether the factorisation is finite, shape () bool.
+        ok: Whether the posterior is usable, shape () bool: the real rows of ``X`` and
+            ``y`` and the parameters are finite, and the factor is finite and accurate
+            (:func:`jaxstop._src.gp_likelihood.factor_accurate`).
+        reason: Why not, an int32 :class:`jaxstop.Reason` code, shape ():
+            ``BAD_INPUT`` (a non-finite value on a real row or in the parameters),
+            ``NOT_FINITE`` (the factor or ``alpha`` is not finite), ``ILL_CONDITIONED``
+            (finite but inaccurate even after the jitter), ``OK``.
     """
 
     params: GPParams
@@ -98,6 +110,54 @@ class Posterior(NamedTuple):
     alpha: jax.Array
     jitter: jax.Array
     ok: jax.Array
+    reason: jax.Array
+
+
+class Prediction(NamedTuple):
+    """Latent posterior moments at query points; unpacks as ``mean, var = ...``.
+
+    Attributes:
+        mean: Posterior means, shape (m,); NaN on rows that are not :attr:`ok`.
+        var: Posterior variances (clipped at 0), shape (m,); NaN where ``mean`` is.
+    """
+
+    mean: jax.Array
+    var: jax.Array
+
+    @property
+    def ok(self) -> jax.Array:
+        """Per query row, whether its mean and variance are usable, shape (m,) bool: the
+        row was finite and in the unit cube, the posterior ``ok``, the values finite."""
+        return jnp.isfinite(self.mean) & jnp.isfinite(self.var)
+
+
+class Standardized(NamedTuple):
+    """What :func:`standardize` returns; unpacks as ``z, mean, std = ...``.
+
+    Attributes:
+        z: ``(y - mean) / std`` on real entries, 0 on padded ones, shape (n,).
+        mean: Mean of the real entries, shape ().
+        std: Their population standard deviation (ddof 0), or 1 (constant or fewer than
+            two values), shape (). It is at most half the values' range (Popoviciu's
+            inequality), so it never overflows; it is 0 only where it underflows.
+    """
+
+    z: jax.Array
+    mean: jax.Array
+    std: jax.Array
+
+    @property
+    def ok(self) -> jax.Array:
+        """Whether ``z``, ``mean`` and ``std`` hold the standardisation, shape () bool."""
+        return self.reason == int(Reason.OK)
+
+    @property
+    def reason(self) -> jax.Array:
+        """``BAD_INPUT`` (a real entry of ``y`` was not finite), ``UNREPRESENTABLE`` (the
+        standard deviation is below the dtype's range: 0) or ``OK``; int32."""
+        bad = ~(jnp.isfinite(self.mean) & jnp.all(jnp.isfinite(self.z), axis=-1))
+        unrepresentable = ~(jnp.isfinite(self.std) & (self.std > 0))
+        return status.first_reason((bad, Reason.BAD_INPUT), (unrepresentable, Reason.UNREPRESENTABLE))
 
 
 SQRT5 = float(np.sqrt(5.0))
@@ -149,27 +209,53 @@ def base_jitter(p: GPParams, dtype):
     return 10 * jnp.finfo(dtype).eps * jnp.exp(p.log_amplitude)
 
 
+def _bad_input(p: GPParams, X, y, mask):
+    """Whether a real row of ``X`` or ``y``, or a parameter, is not finite (shape ())."""
+    return ~(gp_likelihood.real_finite(X, mask) & gp_likelihood.real_finite(y, mask) & status.all_finite(p))
+
+
+def _with_status(post: Posterior, bad_input, accurate) -> Posterior:
+    finite = status.all_finite(post.chol, post.chol_inv, post.alpha)
+    reason = status.first_reason((bad_input, Reason.BAD_INPUT), (~finite, Reason.NOT_FINITE),
+                                 (~accurate, Reason.ILL_CONDITIONED))
+    return post._replace(ok=reason == int(Reason.OK), reason=reason)
+
+
 def posterior(p: GPParams, X, y, mask) -> Posterior:
-    """Conditions the GP on the real rows of ``(X, y)`` (see :func:`jaxstop.gp.posterior`)."""
+    """Conditions the GP on the real rows of ``(X, y)`` (see :func:`jaxstop.gp.posterior`).
+
+    Padded rows are made inert first (``Posterior.X`` holds 0 there); the factor is
+    jittered until finite and accurate (:func:`jaxstop._src.gp_likelihood.factor`)."""
+    bad = _bad_input(p, X, y, mask)
+    X, y = gp_likelihood.inert(mask, X, y)
     _, K = gram(p, X, mask)
-    L, extra, ok = gp_likelihood.factor(K, mask, base_jitter(p, X.dtype))
+    L, extra, accurate = gp_likelihood.factor(K, mask, base_jitter(p, X.dtype))
     Linv = linalg.tri_inv(L)
     alpha = gp_likelihood.solve_from_inverse(Linv, jnp.where(mask, y - p.mean, 0), mask)
-    return Posterior(p, X, mask, L, Linv, alpha, base_jitter(p, X.dtype) + extra, ok)
+    post = Posterior(p, X, mask, L, Linv, alpha, base_jitter(p, X.dtype) + extra, jnp.asarray(True),
+                     jnp.asarray(0, jnp.int32))
+    return _with_status(post, bad, accurate)
 
 
 def posterior_from_scaled_factor(p: GPParams, X, y, mask, factor) -> Posterior:
-    """:func:`posterior` from the factor ``(L, L^-1)`` of ``K / a`` (``a`` the amplitude) that
-    :func:`jaxstop._src.gp_fit.scale_parts` computed for the same hyperparameters: ``K = a (C + g I)`` plus the
-    base jitter ``10 eps a``, so ``chol(K) = sqrt(a) L`` on the real rows; no factorisation."""
-    L_s, Linv_s = factor
+    """:func:`posterior` from the factor ``(L, L^-1[, accurate])`` of ``K / a`` (``a`` the
+    amplitude) that :func:`jaxstop._src.gp_fit.scale_parts` computed for the same
+    hyperparameters: ``K = a (C + g I)`` plus the base jitter ``10 eps a``, so
+    ``chol(K) = sqrt(a) L`` on the real rows; no factorisation. When that factor is not
+    finite or not accurate (``accurate`` False) the posterior is :func:`posterior`'s, with
+    its jitter (one factorisation, only then)."""
+    L_s, Linv_s, *rest = factor
+    accurate = rest[0] if rest else jnp.asarray(True)
+    bad = _bad_input(p, X, y, mask)
+    X, y = gp_likelihood.inert(mask, X, y)
     root = jnp.exp(0.5 * p.log_amplitude)
     real = mask[:, None]
     L = jnp.where(real, root * L_s, L_s)
     Linv = jnp.where(real, Linv_s / root, Linv_s)
     alpha = gp_likelihood.solve_from_inverse(Linv, jnp.where(mask, y - p.mean, 0), mask)
-    ok = jnp.all(jnp.isfinite(L)) & jnp.all(jnp.isfinite(Linv))
-    return Posterior(p, X, mask, L, Linv, alpha, base_jitter(p, X.dtype), ok)
+    post = _with_status(Posterior(p, X, mask, L, Linv, alpha, base_jitter(p, X.dtype), jnp.asarray(True),
+                                  jnp.asarray(0, jnp.int32)), bad, accurate)
+    return jax.lax.cond(post.ok | bad, lambda: post, lambda: posterior(p, X, y, mask))
 
 
 def predict(post: Posterior, Xq):
@@ -179,6 +265,16 @@ def predict(post: Posterior, Xq):
     # mean from alpha = K^-1 (y - mean); variance amplitude - |L^-1 k*|^2 per query row
     return gp_likelihood.posterior_from_factor(post.chol_inv, Kq.T, jnp.exp(p.log_amplitude), p.mean,
                                                alpha=post.alpha, full_cov=False)
+
+
+def predict_checked(post: Posterior, Xq) -> Prediction:
+    """:func:`predict` with a status: rows of ``Xq`` that are not finite or leave the unit
+    cube, and every row when ``post.ok`` is False, are NaN (``Prediction.ok`` False there);
+    they are made inert before any arithmetic."""
+    valid = jnp.all(jnp.isfinite(Xq) & (Xq >= 0) & (Xq <= 1), axis=1) & post.ok
+    mean, var = predict(post, checks.inert_rows(Xq, valid, 0))
+    nan = jnp.asarray(jnp.nan, mean.dtype)
+    return Prediction(jnp.where(valid, mean, nan), jnp.where(valid, var, nan))
 
 
 def predict_train(post: Posterior, y):
@@ -212,17 +308,52 @@ def predict_chunked(post, Xq, chunk_size: int):
     return mean.reshape(-1)[:m], var.reshape(-1)[:m]
 
 
+#: Real values whose deviations from their mean are all within ``CONSTANT_ULPS * eps``
+#: of their largest magnitude are constant up to rounding (:func:`standardize`).
+CONSTANT_ULPS = 4
+
+
+def _pow2_scale(x):
+    """A power of two ``2^(e-1)`` with ``2^(e-1) <= x < 2^e`` for a finite normal ``x > 0``
+    (1 for 0 and subnormal ``x``): dividing by it is exact, and it is representable
+    whenever ``x`` is."""
+    _, e = jnp.frexp(x)
+    s = jnp.ldexp(jnp.ones_like(x), e - 1)
+    return jnp.where(x >= jnp.finfo(x.dtype).tiny, s, 1)
+
+
 @jax.jit
-def standardize(y, mask):
-    """``(z, mean, std)`` of the masked values (see :func:`jaxstop.gp.standardize`)."""
-    w = mask.astype(y.dtype)
-    count = jnp.sum(w)
-    mean = jnp.sum(jnp.where(mask, y, 0)) / jnp.maximum(count, 1)
-    var = jnp.sum(jnp.where(mask, (y - mean) ** 2, 0)) / jnp.maximum(count, 1)
-    tiny = jnp.finfo(y.dtype).tiny
-    std = jnp.where((count >= 2) & (var > tiny), jnp.sqrt(var), jnp.ones_like(var))
-    z = jnp.where(mask, (y - mean) / std, 0)
-    return z, mean, std
+def standardize(y, mask) -> Standardized:
+    """``(z, mean, std)`` of the masked values (see :func:`jaxstop.gp.standardize`).
+
+    Overflow- and underflow-free: the values are divided by a power of two near their
+    largest magnitude (exact), shifted by the first real value (so constant data give
+    exactly zero deviations), and the deviations divided by a power of two near their
+    largest magnitude before they are squared; the standard deviation is the product of
+    the scales and the root mean square. Neither the mean nor the standard deviation can
+    exceed the largest magnitude, so nothing overflows.
+    """
+    dt = y.dtype
+    if y.shape[0] == 0:
+        return Standardized(y, jnp.zeros((), dt), jnp.ones((), dt))
+    y = checks.inert_rows(y, mask, 0)
+    count = jnp.sum(mask)
+    n = jnp.maximum(count, 1).astype(dt)
+    s1 = _pow2_scale(jnp.max(jnp.abs(y)))
+    ys = y / s1
+    y0 = ys[jnp.argmax(mask)]
+    d = jnp.where(mask, ys - y0, 0)
+    dm = jnp.sum(d) / n
+    dev = jnp.where(mask, d - dm, 0)
+    spread = jnp.max(jnp.abs(dev))
+    s2 = _pow2_scale(spread)
+    w = dev / s2
+    rms = jnp.sqrt(jnp.sum(w * w) / n)
+    constant = (count < 2) | (spread <= CONSTANT_ULPS * jnp.finfo(dt).eps * jnp.max(jnp.abs(ys)))
+    mean = jnp.where(count > 0, s1 * (y0 + dm), 0)
+    std = jnp.where(constant, jnp.ones((), dt), s1 * (s2 * rms))
+    z = jnp.where(mask & ~constant, w / jnp.where(constant, 1, rms), 0)
+    return Standardized(z, mean, std)
 
 
 def default_init(d: int, dtype) -> GPParams:
@@ -235,16 +366,17 @@ def default_init(d: int, dtype) -> GPParams:
     )
 
 
-def check_params(p: GPParams, d: int, dtype):
-    """Checks that ``p`` is a :class:`GPParams` for ``d`` inputs; returns it in ``dtype``."""
+def check_params(p: GPParams, d: int | None, dtype, name: str = "params"):
+    """Checks that ``p`` (the argument ``name``) is a :class:`GPParams` for ``d`` inputs
+    (``None``: any) of a supported float dtype; returns it in ``dtype`` (``None``: as is).
+    Raises ``TypeError`` / ``ValueError`` naming the argument and field."""
     if not isinstance(p, GPParams):
-        raise TypeError(f"params must be a GPParams (see jaxstop.gp.params), got {type(p).__name__}")
-    if jnp.shape(p.log_lengthscales) != (d,):
-        raise ValueError(
-            f"params.log_lengthscales must have shape ({d},) to match X with {d} columns, "
-            f"got {jnp.shape(p.log_lengthscales)}"
-        )
-    for name in ("log_amplitude", "log_noise", "mean"):
-        if jnp.ndim(getattr(p, name)) != 0:
-            raise ValueError(f"params.{name} must be a scalar, got shape {jnp.shape(getattr(p, name))}")
-    return jax.tree_util.tree_map(lambda a: jnp.asarray(a, dtype), p)
+        raise TypeError(f"{name} must be a GPParams (see jaxstop.gp.params), got {type(p).__name__}")
+    p = GPParams(*(checks.float_array(a, f"{name}.{field}") for field, a in zip(GPParams._fields, p)))
+    if jnp.ndim(p.log_lengthscales) != 1 or (d is not None and jnp.shape(p.log_lengthscales) != (d,)):
+        want = "(d,)" if d is None else f"({d},) to match X with {d} columns"
+        raise ValueError(f"{name}.log_lengthscales must have shape {want}, got {jnp.shape(p.log_lengthscales)}")
+    for field in ("log_amplitude", "log_noise", "mean"):
+        if jnp.ndim(getattr(p, field)) != 0:
+            raise ValueError(f"{name}.{field} must be a scalar, got shape {jnp.shape(getattr(p, field))}")
+    return p if dtype is None else jax.tree_util.tree_map(lambda a: jnp.asarray(a, dtype), p)

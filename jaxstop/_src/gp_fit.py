@@ -23,11 +23,14 @@ import jax.flatten_util
 import jax.numpy as jnp
 import optax
 
-from jaxstop._src import gp_core, gp_likelihood, optim
+from jaxstop._src import gp_core, gp_likelihood, optim, status
 from jaxstop._src.gp_core import GPParams
+from jaxstop._src.status import Reason
 
 __all__ = [
     "FitInfo",
+    "fit_info",
+    "bad_input",
     "lml_parts",
     "lml",
     "scale_parts",
@@ -61,6 +64,10 @@ class FitInfo(NamedTuple):
             ``fit_tol`` of :func:`jaxstop.regret.fit_regret_bound`).
         ok: Whether the fit is usable, shape () bool: the same as ``finite`` (the status
             field every fallible result has; ``finite`` is kept as its old name).
+        reason: Why not, an int32 :class:`jaxstop.Reason` code, shape ():
+            ``BAD_INPUT`` (a real row of ``X`` or ``y``, or the start, is not finite),
+            ``EMPTY`` (no real rows and nothing else identifies the parameters),
+            ``NOT_FINITE`` (no start reached a finite objective), ``OK``.
     """
 
     objective: jax.Array
@@ -69,11 +76,29 @@ class FitInfo(NamedTuple):
     num_valid: jax.Array
     steps: jax.Array
     ok: jax.Array
+    reason: jax.Array
+
+
+def fit_info(objective, finite, restart, mask, steps, bad_input) -> FitInfo:
+    """:class:`FitInfo` with its status: ``ok`` (= ``finite``) is False on bad input."""
+    finite = finite & ~bad_input
+    empty = ~jnp.any(mask)
+    reason = status.first_reason((bad_input, Reason.BAD_INPUT), (empty & ~finite, Reason.EMPTY),
+                                 (~finite, Reason.NOT_FINITE))
+    return FitInfo(objective, finite, jnp.asarray(restart, jnp.int32), jnp.sum(mask).astype(jnp.int32),
+                   jnp.asarray(steps, jnp.int32), finite, reason)
+
+
+def bad_input(X, y, mask, *params) -> jax.Array:
+    """Whether a real row of ``X`` or ``y`` or a leaf of ``params`` is not finite, shape ()."""
+    return ~(gp_likelihood.real_finite(X, mask) & gp_likelihood.real_finite(y, mask) & status.all_finite(params))
 
 
 def lml_parts(p: GPParams, X, y, mask):
-    """Log marginal likelihood and the pieces its gradient needs (one factorisation)."""
+    """Log marginal likelihood and the pieces its gradient needs (one factorisation).
+    Padded rows of ``X`` and ``y`` are made inert first."""
     dt = X.dtype
+    X, y = gp_likelihood.inert(mask, X, y)
     both = gp_likelihood.real_block(mask)
     # The Matern-5/2 Gram matrix and dK/dr^2 = -(5/6) amp H, H = (1 + sqrt5 r) exp(-sqrt5 r),
     # from one distance matrix and one exp.
@@ -94,6 +119,7 @@ def lml(p: GPParams, X, y, mask):
 
 
 def lml_fwd(p, X, y, mask):
+    X, y = gp_likelihood.inert(mask, X, y)  # the backward pass reads X: inert padded rows
     value, (Kf, H, W, alpha) = lml_parts(p, X, y, mask)
     return value, (p, X, Kf, H, W, alpha)
 
@@ -145,6 +171,7 @@ def scale_parts(p: GPParams, X, y, mask, fit_mean: bool, use_prior: bool):
     the base jitter at unit amplitude) and its inverse (:func:`gp_core.posterior_from_scaled_factor`).
     """
     dt = X.dtype
+    X, y = gp_likelihood.inert(mask, X, y)
     both = gp_likelihood.real_block(mask)
     Cf, H = gp_core.correlation_parts(p.log_lengthscales, X, both)
     ratio = jnp.exp(p.log_noise)
@@ -186,6 +213,7 @@ def lml_profiled_scale(p: GPParams, X, y, mask, fit_mean: bool, use_prior: bool)
 
 
 def lml_profiled_scale_fwd(p, X, y, mask, fit_mean, use_prior):
+    X, y = gp_likelihood.inert(mask, X, y)  # the backward pass reads X: inert padded rows
     value, log_a, mean, (Kf, H, W, alpha), factor = scale_parts(p, X, y, mask, fit_mean, use_prior)
     p_cov = GPParams(log_a, p.log_lengthscales, log_a + p.log_noise, mean)
     return (value, log_a, mean, factor), (p_cov, X, Kf, H, W, alpha)
@@ -313,9 +341,16 @@ def fit_profiled(X, z, mask, init: GPParams, min_noise, *, steps: int, fit_mean:
     Returns ``(params, info, post, inv_hessian)``: ``post`` is the GP conditioned at
     ``params``, built from the accepted evaluation's Cholesky factor (no factorisation
     after the fit); ``inv_hessian`` the final BFGS approximation, a warm start for the
-    next fit of the same study.
+    next fit of the same study. When the accepted factor is not accurate for the dtype
+    (:func:`jaxstop._src.gp_likelihood.factor_accurate`) ``post`` is conditioned afresh with
+    jitter (:func:`gp_core.posterior_from_scaled_factor`).
+
+    Padded rows of ``X`` and ``z`` are made inert first; a non-finite value on a real row
+    or in ``init`` gives ``info.ok`` False with ``Reason.BAD_INPUT``.
     """
     dt = X.dtype
+    bad = bad_input(X, z, mask, init)
+    X, z = gp_likelihood.inert(mask, X, z)
     min_noise = jnp.asarray(min_noise, dt)
     mean0 = jnp.asarray(init.mean, dt)
     start = init._replace(log_noise=init.log_noise - init.log_amplitude)
@@ -379,15 +414,16 @@ def fit_profiled(X, z, mask, init: GPParams, min_noise, *, steps: int, fit_mean:
     # returns the full hyperparameters and their Cholesky factor, carried beside theta.
     m = X.shape[0]
     params0 = (jax.tree_util.tree_map(lambda a: jnp.asarray(a, dt), init),
-               (jnp.full((m, m), jnp.nan, dt), jnp.full((m, m), jnp.nan, dt)))
+               (jnp.full((m, m), jnp.nan, dt), jnp.full((m, m), jnp.nan, dt), jnp.asarray(False)))
     carry0 = (theta0, params0, jnp.asarray(jnp.inf, dt), jnp.zeros_like(theta0), H0,
               jnp.ones((), dt), scaled0, jnp.zeros((), jnp.int32))
     _, (p, factor), f, _, H, _, _, used = jax.lax.while_loop(go_on, step, carry0)
     finite = jnp.isfinite(f) & (f < 1e10) & jnp.all(
         jnp.stack([jnp.all(jnp.isfinite(a)) for a in jax.tree_util.tree_leaves(p)]))
-    info = FitInfo(f, finite, jnp.zeros((), jnp.int32), jnp.sum(mask).astype(jnp.int32), used, finite)
+    info = fit_info(f, finite, 0, mask, used, bad)
     post = gp_core.posterior_from_scaled_factor(p, X, z, mask, factor)
-    return p, info, post._replace(ok=post.ok & finite), H
+    reason = jnp.where(post.ok & ~info.ok, info.reason, post.reason)
+    return p, info, post._replace(ok=post.ok & info.ok, reason=reason), H
 
 
 def first_order(obj, optimizer, theta, *, steps):
@@ -406,7 +442,10 @@ def first_order(obj, optimizer, theta, *, steps):
 
 
 def fit_restarts(key, X, y, mask, init, min_noise, tol, *, steps, num_restarts, fit_mean, use_prior, optimizer):
+    """:func:`jaxstop.gp.fit` without the argument checks: the best of ``num_restarts`` starts."""
     dtype = X.dtype
+    bad = bad_input(X, y, mask, init)
+    X, y = gp_likelihood.inert(mask, X, y)
     min_noise = jnp.asarray(min_noise, dtype)
     if num_restarts > 1:
         k_ls, k_amp, k_noise = jax.random.split(key, 3)
@@ -437,5 +476,4 @@ def fit_restarts(key, X, y, mask, init, min_noise, tol, *, steps, num_restarts, 
     # start comes back (finite by construction), marked not finite.
     p, value, used, best, any_good = optim.multistart(run_one, starts, max_value=1e10, fallback=starts)
     finite = any_good & jnp.isfinite(value) & (value < 1e10)
-    info = FitInfo(value, finite, best.astype(jnp.int32), jnp.sum(mask).astype(jnp.int32), used, finite)
-    return p, info
+    return p, fit_info(value, finite, best, mask, used, bad)
