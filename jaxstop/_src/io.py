@@ -1,27 +1,69 @@
-"""Exact save / load of any pytree of arrays (policy states, traces, params)."""
+"""Exact save / load of any pytree of arrays (policy states, traces, params).
+
+The file is an ``.npz`` archive, read back with ``allow_pickle=False``. Format version 2
+(written by :func:`save`):
+
+* ``__format__``: ``"jaxstop.pytree"``; ``__version__``: 2;
+* ``__num_leaves__``: the number of leaves ``n``;
+* ``__paths__``: the leaves' tree paths (:func:`jax.tree_util.keystr`: ``"['state'].count"``),
+  shape (n,) str, so that :func:`load` refuses a target whose structure differs (renamed,
+  reordered or swapped fields) instead of filling it by position;
+* ``leaf{i}``: leaf ``i`` as an array, bit for bit;
+* ``__key__{i}`` and ``__key__{i}_impl``: a typed PRNG key as its key data and the name of
+  its implementation (``"threefry2x32"``, ``"rbg"``, ...), checked against the target.
+
+Files of version 1 (no ``__version__``, no ``__paths__``) still load, by position, with
+every other check.
+"""
 
 from __future__ import annotations
 
 import os
+import uuid
+import zipfile
+import zlib
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from numpy.lib.npyio import NpzFile
 
-__all__ = ["save", "load"]
+__all__ = ["FORMAT", "VERSION", "save", "load"]
+
+FORMAT = "jaxstop.pytree"
+VERSION = 2
 
 _KEY_PREFIX = "__key__"
+#: Array kinds a leaf may have: bool, integers, floats, complex, strings.
+_SAVABLE_KINDS = "biufcU"
+
+
+def _is_key_dtype(dtype) -> bool:
+    return dtype is not None and jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key)
 
 
 def _is_key(x) -> bool:
-    return isinstance(x, jax.Array) and jnp.issubdtype(x.dtype, jax.dtypes.prng_key)
+    return isinstance(x, jax.Array) and _is_key_dtype(x.dtype)
+
+
+def _paths(tree):
+    """``(paths, leaves, treedef)`` of ``tree``; ``paths`` are :func:`jax.tree_util.keystr` strings."""
+    flat, treedef = jax.tree_util.tree_flatten_with_path(tree)
+    return [jax.tree_util.keystr(p) for p, _ in flat], [leaf for _, leaf in flat], treedef
 
 
 def save(tree, path: str | os.PathLike) -> None:
-    """Saves the leaves of ``tree`` to an ``.npz`` file, bit for bit.
+    """Saves ``tree`` (a pytree of arrays) to an ``.npz`` file, bit for bit.
 
-    Typed PRNG keys are stored as their key data plus the implementation name.
-    The tree structure itself is not stored: :func:`load` takes a ``like`` tree.
+    Stores every leaf, the leaves' tree paths (so :func:`load` can refuse a different
+    structure) and, for typed PRNG keys, the key data and the implementation name. The
+    file is written to a temporary name and renamed, so an interrupted save never leaves
+    a truncated file at ``path``.
+
+    Raises:
+        TypeError: A leaf that is not an array of numbers, booleans or strings (an
+            object array, say), named by its tree path.
 
     Example:
         >>> import tempfile, os, jax, jax.numpy as jnp, jaxstop
@@ -32,18 +74,145 @@ def save(tree, path: str | os.PathLike) -> None:
         >>> bool(jnp.all(back["a"] == tree["a"]))
         True
     """
-    leaves = jax.tree_util.tree_leaves(tree)
-    arrays = {}
-    for i, leaf in enumerate(leaves):
+    paths, leaves, _ = _paths(tree)
+    arrays = {
+        "__format__": np.asarray(FORMAT),
+        "__version__": np.asarray(VERSION),
+        "__num_leaves__": np.asarray(len(leaves)),
+        "__paths__": np.asarray(paths, dtype=str),
+    }
+    for i, (where, leaf) in enumerate(zip(paths, leaves)):
         if _is_key(leaf):
-            impl = str(jax.random.key_impl(leaf))
             arrays[f"{_KEY_PREFIX}{i}"] = np.asarray(jax.random.key_data(leaf))
-            arrays[f"{_KEY_PREFIX}{i}_impl"] = np.asarray(impl)
-        else:
-            arrays[f"leaf{i}"] = np.asarray(leaf)
-    arrays["__num_leaves__"] = np.asarray(len(leaves))
-    with open(path, "wb") as f:
-        np.savez(f, **arrays)
+            arrays[f"{_KEY_PREFIX}{i}_impl"] = np.asarray(str(jax.random.key_impl(leaf)))
+            continue
+        arr = np.asarray(leaf)
+        if arr.dtype.kind not in _SAVABLE_KINDS:
+            raise TypeError(f"cannot save leaf {i} ({where or 'the root'}): dtype {arr.dtype} is not an array "
+                            "of numbers, booleans or strings")
+        arrays[f"leaf{i}"] = arr
+    path = os.fspath(path)
+    tmp = f"{path}.{os.getpid()}.{uuid.uuid4().hex}.tmp"
+    try:
+        with open(tmp, "xb") as f:
+            np.savez(f, **arrays)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+
+
+class _Spec(NamedTuple):
+    """What a leaf of ``like`` asks for."""
+
+    shape: tuple
+    dtype: object
+    is_key: bool
+    as_jax: bool  # return a jax.Array (like holds a jax.Array or a ShapeDtypeStruct)
+    sharding: object
+
+
+def _spec(ref) -> _Spec:
+    if isinstance(ref, (jax.Array, jax.ShapeDtypeStruct)):
+        return _Spec(tuple(ref.shape), ref.dtype, _is_key_dtype(ref.dtype), True,
+                     getattr(ref, "sharding", None) if isinstance(ref, jax.ShapeDtypeStruct) else None)
+    arr = np.asarray(ref)
+    return _Spec(arr.shape, arr.dtype, False, False, None)
+
+
+def _read(path) -> dict:
+    """Every entry of the archive at ``path`` as a NumPy array; ``ValueError`` naming the
+    file for anything that is not a readable ``.npz`` archive of plain arrays. Errors of
+    the file system (missing file, permissions) propagate unchanged."""
+    name = os.fspath(path)
+    with open(path, "rb") as f:
+        if not f.read(1):
+            raise ValueError(f"{name} is not a jaxstop save file: it is empty")
+        f.seek(0)
+        try:
+            obj = np.load(f, allow_pickle=False)
+            if isinstance(obj, NpzFile):
+                with obj:
+                    return {k: obj[k] for k in obj.files}
+        except ValueError as err:  # not NumPy's format, a damaged header, object arrays
+            raise ValueError(f"{name} is not a readable jaxstop save file (not an .npz archive of plain "
+                             "arrays, or corrupted)") from err
+        except (EOFError, zipfile.BadZipFile, zlib.error, OSError, KeyError) as err:
+            raise ValueError(f"{name} is not a readable jaxstop save file (truncated or corrupted): "
+                             f"{type(err).__name__}: {err}") from err
+    raise ValueError(f"{name} is not a jaxstop save file: it holds a single .npy array, not an .npz archive")
+
+
+def _int_entry(data: dict, key: str, name: str) -> int:
+    if key not in data:
+        raise ValueError(f"{name} is not a jaxstop save file: it has no {key!r} entry")
+    a = data[key]
+    if a.shape != () or a.dtype.kind not in "iu":
+        raise ValueError(f"{name} is not a jaxstop save file: {key!r} is not an integer scalar "
+                         f"(got {a.dtype}{a.shape})")
+    return int(a)
+
+
+def _str_entry(data: dict, key: str, name: str) -> str:
+    a = data.get(key)
+    if a is None or a.shape != () or a.dtype.kind != "U":
+        raise ValueError(f"{name} is malformed: {key!r} must be a string")
+    return str(a)
+
+
+def _version(data: dict, name: str) -> int:
+    if "__format__" in data and _str_entry(data, "__format__", name) != FORMAT:
+        raise ValueError(f"{name} is not a jaxstop save file: its format is {str(data['__format__'])!r}")
+    if "__version__" not in data:
+        return 1
+    version = _int_entry(data, "__version__", name)
+    if not 1 <= version <= VERSION:
+        raise ValueError(f"{name} has format version {version}; this jaxstop reads versions 1 to {VERSION} "
+                         "(a newer jaxstop wrote it)")
+    return version
+
+
+def _check_paths(data: dict, paths: list, name: str) -> None:
+    file_paths = data.get("__paths__")
+    if file_paths is None or file_paths.shape != (len(paths),) or (paths and file_paths.dtype.kind != "U"):
+        raise ValueError(f"{name} is malformed: '__paths__' must hold {len(paths)} tree paths")
+    for i, (a, b) in enumerate(zip(file_paths.tolist(), paths)):
+        if a != b:
+            raise ValueError(f"{name} does not match the structure of like: leaf {i} is {a or 'the root'!r} in the "
+                             f"file but {b or 'the root'!r} in like (renamed, reordered or swapped fields)")
+
+
+def _restore(data: dict, i: int, ref, where: str, name: str):
+    spec = _spec(ref)
+    label = f"leaf {i} ({where})" if where else f"leaf {i}"
+    key_entry = f"{_KEY_PREFIX}{i}"
+    if key_entry in data:
+        if not spec.is_key:
+            raise ValueError(f"{name}: {label} is a typed PRNG key in the file but {spec.dtype}{spec.shape} in like")
+        impl = _str_entry(data, key_entry + "_impl", name)
+        try:
+            leaf = jax.random.wrap_key_data(jnp.asarray(data[key_entry]), impl=impl)
+        except (ValueError, TypeError) as err:
+            raise ValueError(f"{name}: {label}: cannot restore a PRNG key of implementation {impl!r}: {err}") from err
+        if leaf.dtype != spec.dtype:
+            raise ValueError(f"{name}: {label} is a PRNG key of implementation {impl!r} ({leaf.dtype}) in the file "
+                             f"but {spec.dtype} in like")
+        if leaf.shape != spec.shape:
+            raise ValueError(f"{name}: {label}: key shape {leaf.shape} in the file, {spec.shape} in like")
+    else:
+        if f"leaf{i}" not in data:
+            raise ValueError(f"{name} is malformed: {label} is missing from the file")
+        arr = data[f"leaf{i}"]
+        if spec.is_key:
+            raise ValueError(f"{name}: {label} is a typed PRNG key ({spec.dtype}) in like but a {arr.dtype}{arr.shape} "
+                             "array in the file (raw key data: jax.random.wrap_key_data makes it a typed key)")
+        if arr.shape != spec.shape or arr.dtype != spec.dtype:
+            raise ValueError(f"{name}: {label}: {arr.dtype}{arr.shape} in the file, {spec.dtype}{spec.shape} in like")
+        leaf = jnp.asarray(arr) if spec.as_jax else arr
+    if spec.sharding is not None:
+        leaf = jax.device_put(leaf, spec.sharding)
+    return leaf
 
 
 def load(path: str | os.PathLike, like):
@@ -51,36 +220,39 @@ def load(path: str | os.PathLike, like):
 
     Args:
         path: The file written by :func:`save`.
-        like: A tree with the same structure, shapes and dtypes (e.g. a fresh
-            ``policy.init(key, params)``).
+        like: A tree with the same structure (tree paths), shapes and dtypes: concrete
+            arrays (e.g. a fresh ``policy.init(key, params)``) or abstract ones
+            (``jax.eval_shape(policy.init, key, params)``: ``jax.ShapeDtypeStruct``
+            leaves, restored as arrays, on their sharding where one is given).
+
+    Returns:
+        The saved tree, with ``like``'s structure; a leaf is a ``jax.Array`` where
+        ``like`` has a ``jax.Array`` or a ``jax.ShapeDtypeStruct``, a NumPy array otherwise.
 
     Raises:
-        ValueError: If the number of leaves, a shape or a dtype differs.
+        ValueError: Naming the file and what is wrong, for every file that is not a
+            well-formed save file (empty, truncated, corrupted, a foreign ``.npz``, a
+            newer format version) and for every mismatch with ``like``: the number of
+            leaves, a tree path (fields renamed, reordered or swapped), a shape, a dtype,
+            a typed PRNG key against an array or a key of another implementation.
+        OSError: The file cannot be opened (e.g. ``FileNotFoundError``).
+
+    Example:
+        >>> import tempfile, os, jax, jax.numpy as jnp, jaxstop
+        >>> path = os.path.join(tempfile.mkdtemp(), "state.npz")
+        >>> jaxstop.save({"w": jnp.ones(2), "k": jax.random.key(0)}, path)
+        >>> like = jax.eval_shape(lambda: {"w": jnp.zeros(2), "k": jax.random.key(1)})
+        >>> jaxstop.load(path, like)["w"].tolist()
+        [1.0, 1.0]
     """
-    leaves, treedef = jax.tree_util.tree_flatten(like)
-    with np.load(path, allow_pickle=False) as data:
-        n = int(data["__num_leaves__"])
-        if n != len(leaves):
-            raise ValueError(f"file has {n} leaves but like has {len(leaves)}")
-        out = []
-        for i, ref in enumerate(leaves):
-            if f"{_KEY_PREFIX}{i}" in data:
-                if not _is_key(ref):
-                    raise ValueError(f"leaf {i} is a PRNG key in the file but not in like")
-                kd = jnp.asarray(data[f"{_KEY_PREFIX}{i}"])
-                impl = str(data[f"{_KEY_PREFIX}{i}_impl"])
-                leaf = jax.random.wrap_key_data(kd, impl=impl)
-                if leaf.shape != ref.shape:
-                    raise ValueError(f"leaf {i}: shape {leaf.shape} in the file, {ref.shape} in like")
-            else:
-                arr = data[f"leaf{i}"]
-                ref_arr = np.asarray(ref) if not _is_key(ref) else None
-                if ref_arr is None:
-                    raise ValueError(f"leaf {i} is a PRNG key in like but not in the file")
-                if arr.shape != ref_arr.shape or arr.dtype != ref_arr.dtype:
-                    raise ValueError(
-                        f"leaf {i}: {arr.dtype}{arr.shape} in the file, {ref_arr.dtype}{ref_arr.shape} in like"
-                    )
-                leaf = jnp.asarray(arr) if isinstance(ref, jax.Array) else arr
-            out.append(leaf)
+    name = os.fspath(path)
+    paths, leaves, treedef = _paths(like)
+    data = _read(path)
+    version = _version(data, name)
+    n = _int_entry(data, "__num_leaves__", name)
+    if n != len(leaves):
+        raise ValueError(f"{name}: the file has {n} leaves but like has {len(leaves)}")
+    if version >= 2:
+        _check_paths(data, paths, name)
+    out = [_restore(data, i, ref, where, name) for i, (where, ref) in enumerate(zip(paths, leaves))]
     return jax.tree_util.tree_unflatten(treedef, out)

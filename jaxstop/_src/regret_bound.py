@@ -7,6 +7,12 @@ sqrt(beta) sigma`` of the latent GP (:func:`bound_core`), the confidence paramet
 descent (:func:`refine`, with the LCB's analytic gradient :func:`lcb_value_and_grad`).
 Shared by :mod:`jaxstop.regret` (its public, validating layer) and
 :mod:`jaxstop.policies.auto_termination` (through :mod:`jaxstop._src.termination`).
+
+Data problems are values, never exceptions: an argument outside its domain (``t <= 0``,
+a negative ``beta``, a non-finite ``best``, a NaN query row) gives NaN in a bare array
+and ``ok = False`` with a :class:`jaxstop._src.status.Reason` in a :class:`RegretBound`
+(:func:`first_reason` combines the checks); padded rows are made inert
+(:func:`jaxstop._src.checks.inert_rows`) before any arithmetic.
 """
 
 from __future__ import annotations
@@ -18,12 +24,15 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from jaxstop._src import gp_core, linalg
+from jaxstop._src import checks, gp_core, linalg, status
+from jaxstop._src.status import Reason
 
 __all__ = [
     "RegretBound",
     "BoundCore",
+    "first_reason",
     "beta",
+    "moments",
     "confidence_bounds",
     "ei",
     "pi",
@@ -49,8 +58,15 @@ class RegretBound(NamedTuple):
         lcb_min_grid: The same minimum before refinement, shape (); ``>= lcb_min``.
         x_lcb: Where ``lcb_min`` is attained, shape (d,).
         x_ucb: The evaluated point where ``ucb_min`` is attained, shape (d,).
-        ok: Whether the posterior factorised, at least one evaluated point is real and
-            the bound is finite, shape () bool.
+        ok: Whether every field is finite and computed from valid inputs, shape () bool:
+            ``beta >= 0``, the real rows of the evaluated points and the candidates
+            finite, the posterior usable, at least one evaluated point real.
+        reason: Why not, an int32 :class:`jaxstop.Reason` code, shape (): ``BAD_INPUT``
+            (a negative or NaN ``beta``, a non-finite real evaluated point or candidate),
+            the posterior's own reason when it is not ``ok``, ``EMPTY`` (no real evaluated
+            point), ``NOT_FINITE`` (a field overflowed or is NaN), ``UNREPRESENTABLE``
+            (:func:`jaxstop.regret.fit_regret_bound`: finite on the standardised scale but
+            beyond the dtype's range in the units of ``y``), ``OK``.
     """
 
     bound: jax.Array
@@ -60,22 +76,69 @@ class RegretBound(NamedTuple):
     x_lcb: jax.Array
     x_ucb: jax.Array
     ok: jax.Array
+    reason: jax.Array
+
+
+def first_reason(*checks) -> jax.Array:
+    """:func:`jaxstop._src.status.first_reason` for checks whose code is an int32 array as
+    well as a :class:`Reason` (a posterior's or a fit's own ``reason``); shape ()."""
+    code = jnp.asarray(int(Reason.OK), jnp.int32)
+    for failed, reason in reversed(checks):
+        code = jnp.where(failed, jnp.asarray(reason, jnp.int32), code)
+    return code
+
+
+def own_reason(ok, reason):
+    """``reason`` of a result that is not ``ok``, ``NOT_FINITE`` where that result said
+    ``OK`` (a status combined from outside it), for :func:`first_reason`."""
+    return jnp.where(ok | (reason != int(Reason.OK)), reason, jnp.int32(int(Reason.NOT_FINITE)))
 
 
 def beta(t, size, delta, scale):
-    """``scale * 2 log(size t^2 pi^2 / (6 delta))`` (see :func:`jaxstop.regret.beta`)."""
-    return scale * 2.0 * jnp.log(size * jnp.square(t) * (math.pi**2 / 6.0) / delta)
+    """``scale * 2 log(size t^2 pi^2 / (6 delta))`` (see :func:`jaxstop.regret.beta`).
+
+    NaN wherever an argument is outside its domain (``t`` or ``size`` not finite and
+    ``> 0``, ``delta`` not in (0, 1], ``scale`` not finite and ``> 0``; NaN fails every
+    comparison), so that nothing computed from it can look valid: a ``t <= 0`` would
+    otherwise give ``-inf`` (``t = 0``) or the beta of ``|t|``.
+    """
+    valid = (jnp.isfinite(t) & (t > 0) & jnp.isfinite(size) & (size > 0) & (delta > 0) & (delta <= 1)
+             & jnp.isfinite(scale) & (scale > 0))
+    t, size = jnp.where(valid, t, 1), jnp.where(valid, size, 1)
+    delta, scale = jnp.where(valid, delta, 1), jnp.where(valid, scale, 1)
+    value = scale * 2.0 * jnp.log(size * jnp.square(t) * (math.pi**2 / 6.0) / delta)
+    return jnp.where(valid, value, jnp.nan)
+
+
+def moments(post, X):
+    """Latent mean and variance at the rows of ``X`` (shape (m, d)): NaN on rows that are
+    not finite (made inert before the kernel) and everywhere when ``post.ok`` is False;
+    the one prediction of the public EI, PI and confidence bounds."""
+    rows = jnp.all(jnp.isfinite(X), axis=1) & post.ok
+    mean, var = gp_core.predict(post, checks.inert_rows(X, rows, 0))
+    nan = jnp.asarray(jnp.nan, mean.dtype)
+    return jnp.where(rows, mean, nan), jnp.where(rows, var, nan)
 
 
 def confidence_bounds(post, X, beta):
-    """``(mu - sqrt(beta) sd, mu + sqrt(beta) sd)`` of the latent GP at the rows of ``X``."""
-    mean, var = gp_core.predict(post, X)
-    w = jnp.sqrt(jnp.maximum(beta, 0) * var)
+    """``(mu - sqrt(beta) sd, mu + sqrt(beta) sd)`` of the latent GP at the rows of ``X``;
+    NaN where :func:`moments` is, and everywhere for a negative or NaN ``beta``."""
+    mean, var = moments(post, X)
+    w = jnp.sqrt(jnp.where(beta >= 0, beta, jnp.nan) * var)
     return mean - w, mean + w
 
 
+def _acquisition_args(mu, sd, best):
+    """Whether ``(mu, sd, best)`` is a Gaussian and a finite incumbent (``mu`` finite,
+    ``sd`` finite and ``>= 0``, ``best`` finite), and the arguments made inert where not."""
+    valid = jnp.isfinite(mu) & jnp.isfinite(sd) & (sd >= 0) & jnp.isfinite(best)
+    return valid, jnp.where(valid, mu, 0), jnp.where(valid, sd, 1), jnp.where(valid, best, 0)
+
+
 def ei(mu, sd, best):
-    """Expected improvement ``E[max(best - f, 0)]`` for ``f ~ N(mu, sd^2)``, stable in the tail."""
+    """Expected improvement ``E[max(best - f, 0)]`` for ``f ~ N(mu, sd^2)``, stable in the tail;
+    NaN where ``mu``, ``sd`` or ``best`` is not finite (or ``sd < 0``)."""
+    valid, mu, sd, best = _acquisition_args(mu, sd, best)
     pos = sd > 0
     s = jnp.where(pos, sd, 1)
     z = (best - mu) / s
@@ -84,14 +147,18 @@ def ei(mu, sd, best):
     # z Phi(z) = -phi(z) (1 - 1/z^2 + ...) cancels for z << 0: use the scaled erfc.
     tail = phi * (1 + z * _SQRT_HALF_PI * jax.scipy.special.erfcx(-z / _SQRT2))
     h = jnp.maximum(jnp.where(z > -1, direct, tail), 0)
-    return jnp.where(pos, s * h, jnp.maximum(best - mu, 0))
+    out = jnp.where(pos, s * h, jnp.maximum(best - mu, 0))
+    return jnp.where(valid, out, jnp.nan)
 
 
 def pi(mu, sd, best):
-    """Probability of improvement ``P(f < best)`` for ``f ~ N(mu, sd^2)``."""
+    """Probability of improvement ``P(f < best)`` for ``f ~ N(mu, sd^2)``; NaN where
+    ``mu``, ``sd`` or ``best`` is not finite (or ``sd < 0``)."""
+    valid, mu, sd, best = _acquisition_args(mu, sd, best)
     pos = sd > 0
     s = jnp.where(pos, sd, 1)
-    return jnp.where(pos, jax.scipy.special.ndtr((best - mu) / s), (mu < best).astype(mu.dtype))
+    out = jnp.where(pos, jax.scipy.special.ndtr((best - mu) / s), (mu < best).astype(mu.dtype))
+    return jnp.where(valid, out, jnp.nan)
 
 
 def lcb_value_and_grad(post, Kinv, sqrt_beta, x):
@@ -168,6 +235,11 @@ def refine(post, sqrt_beta, x0, dim_mask, steps: int):
     return x, mean - sqrt_beta * jnp.sqrt(jnp.maximum(var, tiny))
 
 
+def _real_finite(x, mask):
+    """Whether every entry of the rows of ``x`` that ``mask`` marks real is finite, shape ()."""
+    return jnp.all(jnp.where(mask.reshape(mask.shape + (1,) * (x.ndim - 1)), jnp.isfinite(x), True))
+
+
 def smallest(v, k: int):
     """Indices of the ``k`` smallest entries of ``v``, ascending, ties to the lower index
     (``lax.top_k(-v, k)``'s order) by ``k`` rounds of min reductions, which XLA:CPU runs
@@ -198,10 +270,15 @@ def bound_core(post, X_eval, mask, cand, beta, dim_mask, best, *,
 
     ``train_y``: the evaluated points are the posterior's own rows (``X_eval = post.X``,
     ``mask = post.mask``) conditioned on these values; their predictions then come
-    from the factor (:func:`jaxstop._src.gp_core.predict_train`), not from the kernel."""
+    from the factor (:func:`jaxstop._src.gp_core.predict_train`), not from the kernel.
+
+    Padded rows of ``X_eval`` are made inert first. The status (``RegretBound.ok`` and
+    ``reason``) covers every field; ``bound`` is ``+inf`` when it is not ``ok``."""
     dt = X_eval.dtype
     inf = jnp.asarray(jnp.inf, dt)
-    sb = jnp.sqrt(jnp.maximum(beta, 0)).astype(dt)
+    bad_input = ~((beta >= 0) & _real_finite(X_eval, mask) & status.all_finite(cand))
+    X_eval = checks.inert_rows(X_eval, mask, 0)
+    sb = jnp.sqrt(jnp.where(beta >= 0, beta, jnp.nan)).astype(dt)
     m = cand.shape[0]
     cand = jnp.where(dim_mask[None, :], cand, 0)
     X_all = jnp.concatenate([cand, X_eval])
@@ -228,8 +305,15 @@ def bound_core(post, X_eval, mask, cand, beta, dim_mask, best, *,
         lcb_min = jnp.where(better, fr[j], grid_min)
         x_l = jnp.where(better, xr[j], x_l)
     bound = ucb_min - lcb_min
-    ok = post.ok & jnp.any(mask) & jnp.isfinite(bound)
-    rb = RegretBound(jnp.where(ok, bound, inf), ucb_min, lcb_min, grid_min, x_l, X_eval[i_u], ok)
+    x_u = X_eval[i_u]
+    reason = first_reason(
+        (bad_input, Reason.BAD_INPUT),
+        (~post.ok, own_reason(post.ok, post.reason)),
+        (~jnp.any(mask), Reason.EMPTY),
+        (~status.all_finite(bound, ucb_min, lcb_min, grid_min, x_l, x_u), Reason.NOT_FINITE),
+    )
+    ok = reason == int(Reason.OK)
+    rb = RegretBound(jnp.where(ok, bound, inf), ucb_min, lcb_min, grid_min, x_l, x_u, ok, reason)
     ei_all = jnp.where(real, ei(mu, sd, best), 0)
     pi_all = jnp.where(real, pi(mu, sd, best), 0)
     return BoundCore(rb, jnp.max(ei_all), jnp.max(pi_all))

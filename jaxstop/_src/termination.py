@@ -8,6 +8,11 @@ gathered into a fixed capacity), standardised, the GP fitted by
 :func:`jaxstop._src.gp_fit.fit_profiled` (warm-started) and the bound of
 :func:`jaxstop._src.regret_bound.bound_core`. Also the CV threshold of Eq. (9)-(10)
 (:func:`cv_threshold`). No argument validation here; :mod:`jaxstop.regret` validates.
+
+Data problems are status, never exceptions: rows that are not available (padded, or
+masked out by the caller) are made inert before any arithmetic; a non-finite value on
+an available row, a failed standardisation, fit or posterior, and any non-finite field
+of the result give ``ok = False`` with a :class:`jaxstop._src.status.Reason`.
 """
 
 from __future__ import annotations
@@ -21,8 +26,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxstop._src import batching, gp_core, gp_fit, regret_bound
+from jaxstop._src import batching, checks, gp_core, gp_fit, regret_bound, status
 from jaxstop._src.regret_bound import RegretBound
+from jaxstop._src.status import Reason
 
 __all__ = [
     "BETA_T",
@@ -74,17 +80,22 @@ def standardized_top(X, y, avail, capacity: int, fraction: float, min_points: in
 
 
 def cv_threshold(fold_scores, mask, ratio, ddof):
-    """Eq. (9)-(10) over the last axis (see :func:`jaxstop.regret.cv_threshold`); 0 where undefined."""
+    """Eq. (9)-(10) over the last axis (see :func:`jaxstop.regret.cv_threshold`).
+
+    Padded folds (``mask`` False) are made inert first. 0 where fewer than 2 folds (or
+    ``<= ddof``) are real; NaN where a real fold is not finite or the variance overflows
+    (a threshold the data do not define: ``bound < NaN`` never stops)."""
     dt = fold_scores.dtype
-    mask = mask & jnp.isfinite(fold_scores)
+    bad = jnp.any(mask & ~jnp.isfinite(fold_scores), axis=-1)
+    x = checks.inert_rows(fold_scores, mask & jnp.isfinite(fold_scores), 0)
     k = jnp.sum(mask, axis=-1).astype(dt)
-    x = jnp.where(mask, fold_scores, 0)
     mean = jnp.sum(x, axis=-1) / jnp.maximum(k, 1)
-    dev = jnp.where(mask, fold_scores - mean[..., None], 0)
+    dev = jnp.where(mask, x - mean[..., None], 0)
     var = jnp.sum(dev * dev, axis=-1) / jnp.maximum(k - ddof, 1)
     r = 1 / jnp.maximum(k - 1, 1) if ratio is None else jnp.asarray(ratio, dt)
     good = (k >= 2) & (k > ddof)
-    return jnp.where(good, jnp.sqrt((1 / jnp.maximum(k, 1) + r) * var), 0)
+    thr = jnp.where(good, jnp.sqrt((1 / jnp.maximum(k, 1) + r) * var), 0)
+    return jnp.where(bad | ~jnp.isfinite(thr), jnp.nan, thr)
 
 
 def default_params(d: int, dim_mask, dtype) -> gp_core.GPParams:
@@ -114,6 +125,10 @@ class FittedBound(NamedTuple):
         inv_hessian: The fit's final quasi-Newton (BFGS) inverse-Hessian approximation,
             shape (d + 3, d + 3): with ``params``, a warm start for the next call
             (``init_inv_hessian``).
+
+    Its status is ``bound.ok`` / ``bound.reason`` (also the properties :attr:`ok` and
+    :attr:`reason`): ``ok`` only when every field above is finite and computed from
+    valid inputs.
     """
 
     bound: RegretBound
@@ -127,6 +142,16 @@ class FittedBound(NamedTuple):
     ei_max: jax.Array
     pi_max: jax.Array
     inv_hessian: jax.Array
+
+    @property
+    def ok(self) -> jax.Array:
+        """``bound.ok``: whether every field is finite and computed from valid inputs."""
+        return self.bound.ok
+
+    @property
+    def reason(self) -> jax.Array:
+        """``bound.reason``: the :class:`jaxstop.Reason` code of the first failed check."""
+        return self.bound.reason
 
 
 class FitConfig(NamedTuple):
@@ -149,6 +174,15 @@ class FitConfig(NamedTuple):
 def fit_and_bound(key, X, y, avail, init, cand, dim_mask, size, delta, scale, cfg: FitConfig, init_h=None):
     """Top set -> standardise -> ML-II fit (warm start ``init``, ``init_h``) -> Eq. (8); one study.
 
+    Rows that ``avail`` marks unavailable are inert. A non-finite value on an available
+    row is left out of the computation and reported (``Reason.BAD_INPUT``); so is a
+    ``beta`` that (``size``, ``delta``, ``scale``) do not define. The status
+    (:class:`FittedBound` ``.ok`` / ``.reason``) checks, in order: bad input, no available
+    row (``EMPTY``), the standardisation (``UNREPRESENTABLE``: the spread of ``y`` beyond
+    the dtype's range), the fit and posterior (their reasons), the bound on the
+    standardised scale, the bound in the units of ``y`` (``UNREPRESENTABLE``) and the
+    other fields (``NOT_FINITE``).
+
     Under ``vmap`` on CPU the studies are fitted in small groups, each until it converges
     (:mod:`jaxstop._src.batching`), not all in lockstep."""
     return _grouped_fit_and_bound(cfg)(key, X, y, avail, init, cand, dim_mask, size, delta, scale, init_h)
@@ -161,6 +195,10 @@ def _grouped_fit_and_bound(cfg: FitConfig):
 
 def _fit_and_bound_one(key, X, y, avail, init, cand, dim_mask, size, delta, scale, init_h, *, cfg: FitConfig):
     dt = X.dtype
+    finite_rows = jnp.isfinite(y) & jnp.all(jnp.isfinite(X), axis=1)
+    bad_rows = jnp.any(avail & ~finite_rows)
+    avail = avail & finite_rows
+    X, y = checks.inert_rows(X, avail, 0), checks.inert_rows(y, avail, 0)
     order, tmask, top, Xt, z, mean, std = standardized_top(X, y, avail, cfg.capacity, cfg.fraction, cfg.min_points)
     _, k_cand = jax.random.split(key)
     params, info, post, H = gp_fit.fit_profiled(Xt, z, tmask, init, cfg.min_noise, steps=cfg.steps,
@@ -174,14 +212,22 @@ def _fit_and_bound_one(key, X, y, avail, init, cand, dim_mask, size, delta, scal
     core = regret_bound.bound_core(post, Xt, tmask, cand, b, dim_mask, best, refine_steps=cfg.refine_steps,
                                    refine_starts=cfg.refine_starts, chunk_size=cfg.chunk_size, train_y=z)
     rb = core.bound
-    ok = rb.ok & info.ok
-    inf = jnp.asarray(jnp.inf, dt)
     rb_y = rb._replace(
-        bound=jnp.where(ok, rb.bound * std, inf),
+        bound=rb.bound * std,
         ucb_min=rb.ucb_min * std + mean,
         lcb_min=rb.lcb_min * std + mean,
         lcb_min_grid=rb.lcb_min_grid * std + mean,
-        ok=ok,
     )
+    reason = regret_bound.first_reason(
+        (bad_rows | ~jnp.isfinite(b), Reason.BAD_INPUT),
+        (~jnp.any(avail), Reason.EMPTY),
+        (~(jnp.isfinite(mean) & jnp.isfinite(std) & (std > 0)), Reason.UNREPRESENTABLE),
+        (~info.ok, regret_bound.own_reason(info.ok, info.reason)),
+        (~rb.ok, rb.reason),
+        (~status.all_finite(rb_y.bound, rb_y.ucb_min, rb_y.lcb_min, rb_y.lcb_min_grid), Reason.UNREPRESENTABLE),
+        (~status.all_finite(params, core.ei_max, core.pi_max, H), Reason.NOT_FINITE),
+    )
+    ok = reason == int(Reason.OK)
+    rb_y = rb_y._replace(bound=jnp.where(ok, rb_y.bound, jnp.asarray(jnp.inf, dt)), ok=ok, reason=reason)
     sel = jnp.zeros(y.shape[0], bool).at[order].set(tmask)
     return FittedBound(rb_y, params, info, sel & avail, top, mean, std, b, core.ei_max, core.pi_max, H)

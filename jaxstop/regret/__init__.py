@@ -39,8 +39,20 @@ API conventions (shared with :mod:`jaxstop.gp` and :mod:`jaxstop.confidence`):
   (:func:`regret_bound`'s random candidates) ``key=`` is a keyword argument.
 * ``mask`` is the one name for "which rows are real" (``fold_mask`` and ``dim_mask``
   mark real fold scores and real input dimensions).
-* A result that can fail has a boolean ``ok`` field (:class:`RegretBound`,
-  :class:`ReplayResult`; a :class:`FittedBound`'s status is ``bound.ok``).
+* A result that can fail has a boolean ``ok`` field and an int32 ``reason``
+  (:class:`jaxstop.Reason`): :class:`RegretBound`, :class:`ReplayResult` (per row); a
+  :class:`FittedBound`'s status is ``bound.ok`` / ``bound.reason`` (also its properties
+  ``ok`` / ``reason``). ``ok`` is True only when every field is finite and computed from
+  valid inputs: a bound beyond the dtype's range in the units of ``y`` is
+  ``Reason.UNREPRESENTABLE``, never ``ok`` with ``inf`` inside.
+* Non-finite values: with concrete inputs a NaN / inf where a value is required raises
+  ``ValueError`` naming the argument (``t``, ``best``, ``y``, ``fold_scores``, ...); inside
+  ``jit`` / ``vmap`` it becomes status (``ok`` False, ``Reason.BAD_INPUT``) or, for the
+  functions that return bare arrays (:func:`beta`, :func:`confidence_bounds`,
+  :func:`expected_improvement`, :func:`probability_of_improvement`,
+  :func:`cv_threshold`), NaN where the value is undefined: no number that looks valid.
+  Padded rows (``mask`` False) are inert whatever they hold. float16 / bfloat16 inputs
+  raise ``TypeError`` naming the argument.
 * Settings beyond the few that matter travel in one options NamedTuple with defaults:
   ``fit_regret_bound(..., options=FitOptions(...))``, ``replay(..., options=ReplayOptions(...))``.
 

@@ -9,8 +9,17 @@ import jax.numpy as jnp
 from jax.typing import ArrayLike
 
 from jaxstop import gp
-from jaxstop._src import checks as _checks, gp_core, regret_bound as _rb
+from jaxstop._src import regret_bound as _rb
 from jaxstop.regret import _args
+
+
+def _arguments(posterior, X, best):
+    """The checked ``(X, best)`` of EI and PI."""
+    _args.check_posterior(posterior)
+    X = _args.points(X, "X", posterior.X.shape[1], posterior.X.dtype)
+    _args.finite_points(X, "X")
+    best = _args.finite_scalar(best, "best", posterior.X.dtype)
+    return X, best
 
 
 def expected_improvement(posterior: gp.Posterior, X: ArrayLike, best: ArrayLike) -> jax.Array:
@@ -25,10 +34,18 @@ def expected_improvement(posterior: gp.Posterior, X: ArrayLike, best: ArrayLike)
     Args:
         posterior: A :class:`jaxstop.gp.Posterior`.
         X: Query points, shape (m, d).
-        best: Incumbent value on the posterior's scale, scalar.
+        best: Incumbent value on the posterior's scale, a finite scalar.
 
     Returns:
-        EI at each point, shape (m,), >= 0.
+        EI at each point, shape (m,), >= 0 (NaN where undefined, see below).
+
+    Non-finite values and dtypes:
+        * Concrete inputs: a non-finite ``best`` or query point raises ``ValueError``
+          naming the argument.
+        * Traced inputs (inside ``jit`` / ``vmap``): a non-finite ``best`` gives NaN at every
+          point, a non-finite row of ``X`` NaN at that row (made inert before the kernel),
+          and a posterior that is not ``ok`` NaN everywhere: no number that looks valid.
+        * float16 / bfloat16 inputs raise ``TypeError`` naming the argument.
 
     Example:
         >>> import jax.numpy as jnp
@@ -37,10 +54,7 @@ def expected_improvement(posterior: gp.Posterior, X: ArrayLike, best: ArrayLike)
         >>> round(float(regret.expected_improvement(post, jnp.array([[0.5]]), 0.0)[0]), 6)  # phi(0)
         0.398942
     """
-    _args.check_posterior(posterior)
-    X = _args.points(X, "X", posterior.X.shape[1], posterior.X.dtype)
-    best = _checks.float_array(best, "best", posterior.X.dtype)
-    _checks.check_rank(best, 0, "best", "(a scalar)")
+    X, best = _arguments(posterior, X, best)
     return _acq_jit(posterior, X, best, "ei")
 
 
@@ -53,10 +67,18 @@ def probability_of_improvement(posterior: gp.Posterior, X: ArrayLike, best: Arra
     Args:
         posterior: A :class:`jaxstop.gp.Posterior`.
         X: Query points, shape (m, d).
-        best: Incumbent value on the posterior's scale, scalar.
+        best: Incumbent value on the posterior's scale, a finite scalar.
 
     Returns:
-        PI at each point, shape (m,), in [0, 1].
+        PI at each point, shape (m,), in [0, 1] (NaN where undefined, see below).
+
+    Non-finite values and dtypes:
+        * Concrete inputs: a non-finite ``best`` or query point raises ``ValueError``
+          naming the argument.
+        * Traced inputs (inside ``jit`` / ``vmap``): a non-finite ``best`` gives NaN at every
+          point, a non-finite row of ``X`` NaN at that row (made inert before the kernel),
+          and a posterior that is not ``ok`` NaN everywhere: no number that looks valid.
+        * float16 / bfloat16 inputs raise ``TypeError`` naming the argument.
 
     Example:
         >>> import jax.numpy as jnp
@@ -65,15 +87,12 @@ def probability_of_improvement(posterior: gp.Posterior, X: ArrayLike, best: Arra
         >>> float(regret.probability_of_improvement(post, jnp.array([[0.5]]), 0.0)[0])
         0.5
     """
-    _args.check_posterior(posterior)
-    X = _args.points(X, "X", posterior.X.shape[1], posterior.X.dtype)
-    best = _checks.float_array(best, "best", posterior.X.dtype)
-    _checks.check_rank(best, 0, "best", "(a scalar)")
+    X, best = _arguments(posterior, X, best)
     return _acq_jit(posterior, X, best, "pi")
 
 
 @partial(jax.jit, static_argnames=("kind",))
 def _acq_jit(post, X, best, kind):
-    mean, var = gp_core.predict(post, X)
+    mean, var = _rb.moments(post, X)
     sd = jnp.sqrt(var)
     return _rb.ei(mean, sd, best) if kind == "ei" else _rb.pi(mean, sd, best)

@@ -7,6 +7,7 @@ import numbers
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from jaxstop import gp
 from jaxstop._src import checks as _checks
@@ -30,9 +31,28 @@ def nonneg_int(value, name: str) -> int:
 
 
 def check_posterior(post) -> None:
-    """Raises unless ``post`` is a :class:`jaxstop.gp.Posterior`."""
+    """Raises unless ``post`` is a :class:`jaxstop.gp.Posterior` of a supported float dtype."""
     if not isinstance(post, gp.Posterior):
         raise TypeError(f"posterior must be a jaxstop.gp.Posterior (see gp.posterior), got {type(post).__name__}")
+    _checks.check_float_dtype(jnp.result_type(post.X), "posterior.X")
+
+
+def finite_scalar(value, name: str, dtype) -> jax.Array:
+    """A scalar argument as a 0-d array of ``dtype``; a concrete one must be finite
+    (``ValueError`` naming it), a traced one is left to the computation (NaN out)."""
+    value = _checks.float_array(value, name, dtype)
+    _checks.check_rank(value, 0, name, "(a scalar)")
+    if _checks.is_concrete(value) and not bool(jnp.isfinite(value)):
+        raise ValueError(f"{name} must be finite, got {float(value)!r}")
+    return value
+
+
+def finite_points(X, name: str) -> None:
+    """Raises ``ValueError`` naming ``name`` if concrete points ``X`` hold a non-finite value."""
+    if _checks.is_concrete(X):
+        bad = int(np.sum(~np.isfinite(np.asarray(X))))
+        if bad:
+            raise ValueError(f"{name} must be finite, got {bad} non-finite value(s)")
 
 
 def points(X, name: str, d: int, dtype) -> jax.Array:
@@ -44,6 +64,15 @@ def points(X, name: str, d: int, dtype) -> jax.Array:
     return X
 
 
+def no_nan_where(x, mask, name: str) -> None:
+    """Raises ``ValueError`` naming ``name`` if a concrete ``x`` is NaN on a row ``mask``
+    marks real (``inf`` is a value: a bound not computed, an incumbent not yet found)."""
+    if _checks.is_concrete(x, mask):
+        bad = int(np.sum(np.isnan(np.asarray(x)) & np.asarray(mask)))
+        if bad:
+            raise ValueError(f"{name} has {bad} NaN value(s) on real rows (mask); mask them out or remove them")
+
+
 def dim_mask(value, d: int) -> jax.Array:
     """The ``dim_mask`` argument as a (d,) bool array (default all)."""
     return _checks.mask_array(value, (d,), "dim_mask")
@@ -52,5 +81,7 @@ def dim_mask(value, d: int) -> jax.Array:
 def beta_size(value, dims, dt):
     """``|Gamma|`` of :func:`jaxstop.regret.beta`: ``value``, or the number of real dimensions ``dims``."""
     if value is None:
+        if _checks.is_concrete(dims) and not bool(jnp.any(dims)):
+            raise ValueError("dim_mask marks no real dimension: |Gamma| of beta would be 0 (pass beta_size)")
         return jnp.sum(dims).astype(dt)
     return jnp.asarray(float_param(value, "beta_size"), dt)

@@ -29,13 +29,23 @@ def beta(t: ArrayLike, size: ArrayLike, delta: float = 0.1, scale: float = 0.2) 
     ``t`` = number of points the GP was fitted on.
 
     Args:
-        t: Iteration, > 0; any shape broadcastable with ``size``.
-        size: ``|Gamma|``, > 0.
+        t: Iteration, finite and > 0; any shape broadcastable with ``size``.
+        size: ``|Gamma|``, finite and > 0.
         delta: Failure probability, in (0, 1].
         scale: Multiplier, > 0 (0.2 in the paper).
 
     Returns:
         ``beta``, floating, the broadcast shape of ``t`` and ``size``.
+
+    Raises:
+        ValueError: A concrete ``t`` or ``size`` that is not finite and > 0 (naming it),
+            or ``delta`` / ``scale`` out of range.
+        TypeError: float16 / bfloat16 ``t`` or ``size``.
+
+    Traced ``t`` or ``size`` (inside ``jit`` / ``vmap``) outside their domain give NaN
+    there (``t = 0`` would give ``-inf`` and a negative ``t`` the ``beta`` of ``|t|``);
+    the NaN propagates, and every result built from it (:func:`regret_bound`,
+    :func:`fit_regret_bound`) has ``ok`` False.
 
     Example:
         >>> from jaxstop import regret
@@ -63,6 +73,11 @@ def confidence_bounds(posterior: gp.Posterior, X: ArrayLike, beta: ArrayLike) ->
     Returns:
         ``(lcb, ucb)``, each shape (m,), on the scale of the posterior's ``y``.
 
+    Concrete inputs: a negative or non-finite ``beta`` or a non-finite ``X`` raises
+    ``ValueError`` naming it, float16 / bfloat16 ``TypeError``. Traced inputs: NaN at a
+    non-finite row of ``X`` (made inert before the kernel), and everywhere for a negative
+    or NaN ``beta`` or a posterior that is not ``ok``.
+
     Example:
         >>> import jax.numpy as jnp
         >>> from jaxstop import gp, regret
@@ -73,6 +88,7 @@ def confidence_bounds(posterior: gp.Posterior, X: ArrayLike, beta: ArrayLike) ->
     """
     _args.check_posterior(posterior)
     X = _args.points(X, "X", posterior.X.shape[1], posterior.X.dtype)
+    _args.finite_points(X, "X")
     beta = _checks.float_array(beta, "beta", posterior.X.dtype)
     _checks.check_rank(beta, 0, "beta", "(a scalar)")
     _checks.positive_scalar(beta, "beta", allow_zero=True)
@@ -136,7 +152,16 @@ def regret_bound(
 
     Returns:
         A :class:`RegretBound` on the posterior's scale; ``bound`` is ``+inf`` with
-        ``ok = False`` if the posterior failed or no evaluated point is real.
+        ``ok = False`` and a :class:`jaxstop.Reason` in ``reason`` if the posterior is not
+        ``ok``, no evaluated point is real, an input is bad or any field is not finite.
+
+    Non-finite values, padding and dtypes:
+        * Padded rows of ``X_eval`` (``mask`` False) are inert: whatever they hold changes
+          nothing.
+        * Concrete inputs: a negative or NaN ``beta``, non-finite or out-of-cube real rows
+          of ``X_eval`` or candidates raise ``ValueError`` naming the argument.
+        * Traced inputs: the same problems give ``ok`` False with ``Reason.BAD_INPUT``.
+        * float16 / bfloat16 inputs raise ``TypeError`` naming the argument.
 
     Example:
         >>> import jax, jax.numpy as jnp

@@ -83,8 +83,21 @@ def fit_regret_bound(
             will be removed in the next release.
 
     Returns:
-        A :class:`FittedBound`; its ``bound`` is in the units of ``y``, ``bound.ok`` its
-        status (the fit and the bound usable).
+        A :class:`FittedBound`; its ``bound`` is in the units of ``y``, ``bound.ok`` (also
+        ``.ok``) its status and ``bound.reason`` (also ``.reason``) a
+        :class:`jaxstop.Reason`. ``ok`` is True only when every field is finite and
+        computed from valid inputs; otherwise ``bound.bound`` is ``+inf``.
+
+    Non-finite values, padding and dtypes:
+        * Padded rows (``mask`` False) are inert: whatever they hold (NaN, inf, 1e30)
+          changes nothing; the result equals that of the real rows alone.
+        * Concrete inputs: a non-finite ``y`` on a real row, ``X`` outside the unit cube
+          and bad options raise ``ValueError`` naming the argument.
+        * Traced inputs (inside ``jit`` / ``vmap``): a non-finite ``X`` or ``y`` on a real
+          row is left out and reported (``ok`` False, ``Reason.BAD_INPUT``); values whose
+          spread, or whose bound in the units of ``y``, exceed the dtype's range give
+          ``Reason.UNREPRESENTABLE``; a failed fit or posterior gives its own reason.
+        * float16 / bfloat16 inputs raise ``TypeError`` naming the argument.
 
     Example:
         >>> import jax, jax.numpy as jnp
@@ -119,7 +132,7 @@ def fit_regret_bound(
         num_random = 0
         cand = _args.points(candidates, "candidates", d, dt)
         _checks.check_unit_cube(cand, "candidates")
-    init = termination.default_params(d, dim_mask, dt) if init is None else gp_core.check_params(init, d, dt)
+    init = termination.default_params(d, dim_mask, dt) if init is None else gp_core.check_params(init, d, dt, name="init")
     init_h = _inv_hessian(init_inv_hessian, d, dt)
     cfg = termination.FitConfig(
         capacity=termination.top_capacity(n, fraction, min_points), fraction=fraction, min_points=min_points,
@@ -131,7 +144,7 @@ def fit_regret_bound(
         fit_tol=_checks.nonneg_float(opts.fit_tol, "fit_tol"),
     )
     size = _args.beta_size(opts.beta_size, dim_mask, dt)
-    return _fit_regret_bound_jit(key, X, y, mask & jnp.isfinite(y), init, init_h, cand, dim_mask, size,
+    return _fit_regret_bound_jit(key, X, y, mask, init, init_h, cand, dim_mask, size,
                                  jnp.asarray(delta, dt), jnp.asarray(beta_scale, dt), cfg=cfg)
 
 

@@ -18,6 +18,7 @@ from jax.typing import ArrayLike
 
 from jaxstop import gp
 from jaxstop._src import checks as _checks, termination
+from jaxstop._src.status import Reason
 from jaxstop.regret import _args, _rules
 from jaxstop.regret._options import ReplayOptions, with_convention
 from jaxstop.regret._rules import Stops
@@ -78,9 +79,13 @@ class ReplayResult(NamedTuple):
         num_evaluations: Evaluations behind each row, shape (T,) int32.
         num_fitted: Points in the GP fit, shape (T,) int32.
         computed: Rows where the bound was computed, shape (T,) bool.
-        ok: Rows whose GP fit and posterior were usable, shape (T,) bool.
+        ok: Rows whose bound was computed and is usable (every quantity of
+            :func:`fit_regret_bound` finite, from valid inputs), shape (T,) bool.
         stops: :class:`Stops` of all rules.
         params: GP hyperparameters of the last fitted row.
+        reason: Per row, the :class:`jaxstop.Reason` of a computed row that is not ``ok``
+            (that of :func:`fit_regret_bound`), ``EMPTY`` on rows not computed, ``OK``
+            elsewhere; shape (T,) int32.
     """
 
     bound: jax.Array
@@ -97,6 +102,7 @@ class ReplayResult(NamedTuple):
     ok: jax.Array
     stops: Stops
     params: gp.GPParams
+    reason: jax.Array
 
 
 class _ReplayConfig(NamedTuple):
@@ -164,8 +170,12 @@ def _replay_row(warm, t, data, cfg: _ReplayConfig, capacity: int):
     fb = termination.fit_and_bound(jax.random.fold_in(key, t), configs, values, avail, params, cand, dim_mask,
                         size, delta, scale, fcfg, inv_h)
     rb = fb.bound
-    out = (rb.bound, rb.ucb_min, rb.lcb_min, fb.ei_max, fb.pi_max, fb.num_top, rb.ok)
-    return (fb.params, fb.inv_hessian), out
+    out = (rb.bound, rb.ucb_min, rb.lcb_min, fb.ei_max, fb.pi_max, fb.num_top, rb.reason)
+    # A failed fit does not poison the next rows: they start from the last finite one.
+    keep = fb.fit_info.ok
+    warm = (jax.tree_util.tree_map(lambda a, b: jnp.where(keep, a, b), fb.params, params),
+            jnp.where(keep, fb.inv_hessian, inv_h))
+    return warm, out
 
 
 def _replay_prefix(configs, values, fold_scores, mask, fold_mask, cfg: _ReplayConfig):
@@ -178,7 +188,8 @@ def _replay_prefix(configs, values, fold_scores, mask, fold_mask, cfg: _ReplayCo
     incumbent = jnp.argmin(vals, axis=1).astype(jnp.int32)
     best = jnp.min(vals, axis=1)
     num_eval = jnp.sum(rows, axis=1).astype(jnp.int32)
-    thr_all = termination.cv_threshold(fold_scores, fold_mask, cfg.test_train_ratio, cfg.ddof)
+    # Folds of padded evaluations are inert like the evaluations themselves.
+    thr_all = termination.cv_threshold(fold_scores, fold_mask & mask[:, None], cfg.test_train_ratio, cfg.ddof)
     return avail0, incumbent, best, num_eval, thr_all[incumbent]
 
 
@@ -187,13 +198,15 @@ def _replay_impl(key, configs, values, fold_scores, mask, fold_mask, dim_mask, e
     dt = values.dtype
     T = values.shape[0]
     avail0, incumbent, best, num_eval, threshold = _replay_prefix(configs, values, fold_scores, mask, fold_mask, cfg)
-    data = (configs, values, avail0, dim_mask, key, size, delta, scale)
+    # The fit sees every real row: a non-finite value there (traced input) is reported by
+    # its status (Reason.BAD_INPUT), not silently dropped.
+    data = (configs, values, mask, dim_mask, key, size, delta, scale)
     d = configs.shape[1]
     fit_state = (termination.default_params(d, dim_mask, dt), jnp.zeros((d + 3, d + 3), dt))  # zeros: no curvature yet
     inf = jnp.asarray(jnp.inf, dt)
     outs = [(jnp.full((cfg.t0,), inf), jnp.full((cfg.t0,), inf), jnp.full((cfg.t0,), -inf),
              jnp.full((cfg.t0,), inf), jnp.full((cfg.t0,), inf), jnp.zeros((cfg.t0,), jnp.int32),
-             jnp.zeros((cfg.t0,), bool))]
+             jnp.full((cfg.t0,), int(Reason.EMPTY), jnp.int32))]
     for j, (start, stop, cap) in enumerate(cfg.segments):
         ts = jnp.arange(start, stop, dtype=jnp.int32)
         if j == 0:
@@ -214,8 +227,9 @@ def _replay_impl(key, configs, values, fold_scores, mask, fold_mask, dim_mask, e
         if j == 0:
             o = jax.tree_util.tree_map(lambda a: a[warm:], o)
         outs.append(o)
-    bound, ucb, lcb, ei, pi, num_fit, ok = (jnp.concatenate(a) for a in zip(*outs))
+    bound, ucb, lcb, ei, pi, num_fit, reason = (jnp.concatenate(a) for a in zip(*outs))
     computed = (jnp.arange(T) >= cfg.t0) & mask
+    reason = jnp.where(computed, reason, jnp.int32(int(Reason.EMPTY)))
     bound = jnp.where(computed, bound, inf)
     ei = ei_rec if cfg.recorded_ei else jnp.where(computed, ei, inf)
     pi = pi_rec if cfg.recorded_pi else jnp.where(computed, pi, inf)
@@ -223,7 +237,7 @@ def _replay_impl(key, configs, values, fold_scores, mask, fold_mask, dim_mask, e
                         min_evaluations=cfg.min_evaluations, fixed_threshold=cfg.fixed_threshold,
                         conv_rtol=conv_rtol)
     return ReplayResult(bound, threshold, ucb, lcb, ei, pi, best, incumbent, num_eval, num_fit, computed,
-                        ok & computed, stops, fit_state[0])
+                        reason == int(Reason.OK), stops, fit_state[0], reason)
 
 
 _replay_jit = jax.jit(_replay_impl, static_argnames=("cfg", "python_loop"))
@@ -300,6 +314,17 @@ def replay(
 
     Returns:
         A :class:`ReplayResult`; ``stops`` are numbers of evaluations.
+
+    Non-finite values, padding and dtypes:
+        * Padded evaluations (``mask`` False), with their fold scores, and padded folds
+          (``fold_mask`` False) are inert: whatever they hold changes nothing.
+        * Concrete inputs: non-finite real values, configurations or fold scores raise
+          ``ValueError`` naming the argument.
+        * Traced inputs (inside ``jit`` / ``vmap``): a non-finite value or configuration on
+          a real row makes every later computed row not ``ok`` (``Reason.BAD_INPUT``, bound
+          ``+inf``); a non-finite real fold score makes that evaluation's threshold NaN.
+          Neither can make a rule fire.
+        * float16 / bfloat16 inputs raise ``TypeError`` naming the argument.
 
     Raises:
         ValueError / TypeError: Mismatched shapes, fewer than 2 folds, non-finite real

@@ -55,7 +55,8 @@ def _conv_counts(best, allowed, rtol):
     starting at the first of them (which counts as an improvement: count 0)."""
     dt = best.dtype
     inf = jnp.asarray(jnp.inf, dt)
-    running = jax.lax.cummin(jnp.where(allowed, best, inf))
+    best = jnp.where(allowed & ~jnp.isnan(best), best, inf)  # padded rows inert; NaN: no improvement
+    running = jax.lax.cummin(best)
     before = jnp.concatenate([inf[None], running[:-1]])
     level = jnp.where(jnp.isfinite(before), before - rtol * jnp.abs(before), inf)
     improved = allowed & (best < level)
@@ -92,6 +93,11 @@ def convergence_stop(
         ``(stop, fired)``: the row at which the rule fires (the last real row if it never
         does) and whether it fired; int32 / bool, shape () or (C,).
 
+    Padded rows (``mask`` False) are inert. A NaN on a real row raises ``ValueError``
+    naming ``best_so_far`` (concrete input); traced, it counts as a row without
+    improvement. ``+inf`` (no incumbent yet) is a value. float16 / bfloat16 raise
+    ``TypeError``.
+
     Example:
         >>> import jax.numpy as jnp
         >>> from jaxstop import regret
@@ -103,6 +109,7 @@ def convergence_stop(
     best = _checks.float_array(best_so_far, "best_so_far")
     _checks.check_rank(best, 1, "best_so_far", "with shape (T,)")
     mask = _checks.mask_array(mask, best.shape)
+    _args.no_nan_where(best, mask, "best_so_far")
     patience = jnp.asarray(patience)
     if not jnp.issubdtype(patience.dtype, jnp.integer) or patience.ndim > 1:
         raise TypeError(f"patience must be an int or a 1-D int array, got {patience.dtype} of shape {patience.shape}")
@@ -223,6 +230,12 @@ def stop_iterations(
     Returns:
         :class:`Stops`, as numbers of evaluations.
 
+    Padded rows (``mask`` False) are inert. A NaN on a real row of ``bound``,
+    ``threshold``, ``best_so_far``, ``ei`` or ``pi`` raises ``ValueError`` naming it
+    (concrete input); traced, a NaN never satisfies a rule (``bound < NaN`` is False; for
+    Conv-i the row does not improve). ``+inf`` is a value (a bound not computed).
+    float16 / bfloat16 raise ``TypeError``.
+
     Example:
         >>> import jax.numpy as jnp
         >>> from jaxstop import regret
@@ -252,6 +265,9 @@ def stop_iterations(
     if num_evaluations.shape != shape or not jnp.issubdtype(num_evaluations.dtype, jnp.integer):
         raise ValueError(f"num_evaluations must be ints of shape {shape}, got {num_evaluations.dtype} {num_evaluations.shape}")
     mask = _checks.mask_array(mask, shape)
+    _args.no_nan_where(bound, mask, "bound")
+    for name, a in conv.items():
+        _args.no_nan_where(a, mask, name)
     min_evaluations = _args.nonneg_int(min_evaluations, "min_evaluations")
     scales, patience, ei_t, pi_t = rule_arrays(ours_scales, conv_patience, ei_thresholds, pi_thresholds, dt)
     return _stop_rules_jit(bound, conv["threshold"], conv["best_so_far"], num_evaluations.astype(jnp.int32), mask,

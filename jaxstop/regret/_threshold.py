@@ -28,17 +28,23 @@ def cv_threshold(
     Args:
         fold_scores: Fold scores, shape (..., k); the last axis holds the folds.
         mask: Which folds are real, same shape, bool; default all. ``k`` counts the
-            real folds.
+            real folds; padded folds are inert (whatever they hold, NaN included,
+            changes nothing).
         test_train_ratio: ``|D_i| / |D_-i|``; default ``1/(k-1)``.
         ddof: Delta degrees of freedom of ``s^2`` (0 or 1).
 
     Returns:
         Threshold, shape (...). Where fewer than 2 folds are real (or ``k <= ddof``)
         it is 0, so a rule ``bound < threshold`` never fires; with concrete input that
-        case raises instead.
+        case raises instead. Where a real fold score is not finite (traced input: inside
+        ``jit`` / ``vmap``) or the variance overflows the dtype, it is NaN: the data
+        define no threshold, and ``bound < NaN`` never fires either. ``jnp.isfinite`` of
+        the result is its status.
 
     Raises:
-        ValueError: Fewer than 2 folds, non-finite real scores, or bad options.
+        ValueError: Fewer than 2 folds, non-finite real scores (concrete input; the
+            message names ``fold_scores``), or bad options.
+        TypeError: float16 / bfloat16 ``fold_scores``, a ``mask`` that is not bool.
 
     Example:
         >>> import jax.numpy as jnp

@@ -23,13 +23,16 @@ def top_mask(y: ArrayLike, mask: ArrayLike | None = None, fraction: float = 0.5,
 
     Args:
         y: Values (minimised), shape (n,).
-        mask: Which entries are real, shape (n,) bool; default all. Non-finite values
-            count as not real.
+        mask: Which entries are real, shape (n,) bool; default all. Padded entries are
+            inert; non-finite values (NaN, inf) count as not real, never selected.
         fraction: ``q`` in (0, 1].
         min_points: Minimum number of points, >= 1.
 
     Returns:
         Boolean mask of the selected entries, shape (n,).
+
+    Raises:
+        TypeError: float16 / bfloat16 ``y``, a ``mask`` that is not bool.
 
     Example:
         >>> import jax.numpy as jnp

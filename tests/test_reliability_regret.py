@@ -1,0 +1,471 @@
+"""Reliability of jaxstop.regret: the status of every result, NaN / inf on real and padded
+rows, the domain of beta, unsupported dtypes.
+
+Oracles: closed forms (beta; Eq. 9-10 in NumPy; EI / PI from scipy on the dense NumPy
+posterior of ``_oracles``), the compacted problem (padded rows removed), and the exact
+equivariance of the whole fit under scaling by a power of two (such a scaling is exact in
+binary floating point, so the standardised problem is bit for bit the same and every
+quantity in the units of ``y`` scales exactly, until it leaves the dtype's range).
+Same-program comparisons (garbage against clean padding) are exact.
+"""
+
+import functools
+import math
+import types
+
+import chex
+import jax
+import jax.numpy as jnp
+import ml_dtypes
+import numpy as np
+import pytest
+import scipy.stats
+
+from _oracles import np_eq8, np_posterior
+from jaxstop import gp, regret
+from jaxstop._src import regret_bound as _rb
+from jaxstop._src.status import Reason
+from jaxstop.regret import _replay
+
+N, D = 12, 2
+KEY = jax.random.key(3)
+FIT = dict(min_points=6, options=regret.FitOptions(fit_steps=4, refine_steps=2))
+GARBAGE = (np.nan, np.inf, -np.inf, 1e300)
+
+
+def fit_data():
+    rng = np.random.default_rng(5)
+    X = rng.uniform(size=(N, D))
+    q = np.sum((X - 0.3) ** 2, axis=1)
+    cand = rng.uniform(size=(32, D))
+    # Values in (-1, 1) whose LCB reaches below -1 (checked in the test).
+    y = -0.9 + 0.3 * q / q.max() + 0.05 * np.random.default_rng(6).normal(size=N)
+    return X, y, cand
+
+
+@functools.lru_cache(maxsize=None)
+def fit_traced():
+    """fit_regret_bound inside jit: one program for every fit check below."""
+    _, _, cand = fit_data()
+    return jax.jit(lambda X, y, m: regret.fit_regret_bound(KEY, X, y, m, candidates=cand, **FIT))
+
+
+def assert_status_consistent(fb):
+    """ok holds only with every floating field finite; otherwise bound is +inf and a reason is given."""
+    leaves = jax.tree_util.tree_leaves(fb)
+    finite = all(bool(jnp.all(jnp.isfinite(a))) for a in leaves if jnp.issubdtype(a.dtype, jnp.inexact))
+    if bool(fb.ok):
+        assert finite and int(fb.reason) == Reason.OK
+    else:
+        assert float(fb.bound.bound) == np.inf and int(fb.reason) != Reason.OK
+
+
+def without_status(fb):
+    return fb._replace(bound=fb.bound._replace(bound=0.0, ok=False, reason=0))
+
+
+# ------------------------------------------------------------------ fit_regret_bound
+def test_fit_scales_exactly_by_powers_of_two_until_unrepresentable():
+    X, y, _ = fit_data()
+    f, real = fit_traced(), np.ones(N, bool)
+    small = f(X, y, real)
+    assert bool(small.ok) and small.bound.reason.dtype == jnp.int32
+    # About 1.3e30: every quantity in the units of y is the small one times 2^100, exactly.
+    big = f(X, np.ldexp(y, 100), real)
+    assert bool(big.ok)
+    for name in ("bound", "ucb_min", "lcb_min", "lcb_min_grid"):
+        assert float(getattr(big.bound, name)) == np.ldexp(float(getattr(small.bound, name)), 100), name
+    assert float(big.y_std) == np.ldexp(float(small.y_std), 100)
+    chex.assert_trees_all_equal(big.params, small.params)
+    # Times 2^1024 the values are still finite (|y| < 1) but the LCB (< -1) is beyond the
+    # float64 range: the result must say so instead of ok with -inf inside.
+    assert np.abs(y).max() < 1 and float(small.bound.lcb_min) < -1
+    huge_y = np.ldexp(y, 1024)
+    assert np.all(np.isfinite(huge_y))
+    huge = f(X, huge_y, real)
+    assert not bool(huge.ok) and int(huge.reason) == Reason.UNREPRESENTABLE
+    assert float(huge.bound.bound) == np.inf
+    assert float(huge.bound.ucb_min) == np.ldexp(float(small.bound.ucb_min), 1024)  # representable: exact
+    for fb in (small, big, huge):
+        assert_status_consistent(fb)
+
+
+def test_fit_padded_rows_are_inert_and_real_non_finite_rows_are_bad_input():
+    X, y, cand = fit_data()
+    f = fit_traced()
+    mask = np.ones(N, bool)
+    pad = [2, 7, 9, 10]
+    mask[pad] = False
+    Xc, yc = X.copy(), y.copy()
+    Xc[pad], yc[pad] = 0.0, 0.0
+    Xg, yg = X.copy(), y.copy()
+    for i, g in zip(pad, GARBAGE):
+        Xg[i], yg[i] = g, g
+    clean = f(Xc, yc, mask)
+    assert bool(clean.ok) and not bool(jnp.any(clean.top[np.asarray(pad)]))
+    chex.assert_trees_all_equal(f(Xg, yg, mask), clean)
+    # A non-finite value on a real row (traced): the row is left out, as if padded, and
+    # the result says BAD_INPUT.
+    for g in GARBAGE[:3]:
+        yb, Xb = y.copy(), X.copy()
+        yb[pad[0]] = g
+        Xb[pad[1], 1] = g
+        m2 = np.ones(N, bool)
+        for Xi, yi, row in ((X, yb, pad[0]), (Xb, y, pad[1])):
+            bad = f(Xi, yi, m2)
+            ref = f(X, y, m2 & (np.arange(N) != row))
+            assert not bool(bad.ok) and int(bad.reason) == Reason.BAD_INPUT
+            chex.assert_trees_all_equal(without_status(bad), without_status(ref))
+            assert_status_consistent(bad)
+    # ... and eagerly a ValueError naming the argument.
+    yb = y.copy()
+    yb[3] = np.nan
+    with pytest.raises(ValueError, match=r"^y has 1 non-finite"):
+        regret.fit_regret_bound(KEY, X, yb, candidates=cand, **FIT)
+
+
+def test_fit_without_real_dimensions_needs_beta_size():
+    X, y, cand = fit_data()
+    with pytest.raises(ValueError, match="dim_mask marks no real dimension"):
+        regret.fit_regret_bound(KEY, X, y, dim_mask=np.zeros(D, bool), candidates=cand, **FIT)
+
+
+# ---------------------------------------------------------------------------- beta
+def test_beta_domain_concrete_raises_traced_gives_nan():
+    for t in (0.0, -2.0, np.nan, np.inf):
+        with pytest.raises(ValueError, match=r"^t must be"):
+            regret.beta(t, 3.0)
+        with pytest.raises(ValueError, match=r"^size must be"):
+            regret.beta(5.0, t)
+    f = jax.jit(regret.beta)
+    t = jnp.array([-2.0, 0.0, np.nan, np.inf, 0.5, 7.0])
+    got = np.asarray(f(t, 3.0))
+    assert np.all(np.isnan(got[:4]))
+    want = [0.2 * 2 * math.log(3 * s * s * math.pi**2 / (6 * 0.1)) for s in (0.5, 7.0)]
+    # one log and four products in float64: a few ulps of a value of order 1-10
+    np.testing.assert_allclose(got[4:], want, rtol=1e-14)
+    assert np.all(np.isnan(np.asarray(f(2.0, jnp.array([0.0, -1.0, np.nan])))))
+    assert np.isfinite(float(f(2.0, 1.0)))
+
+
+# ------------------------------------------------------------ regret_bound (Eq. 8)
+AMP, LS, NOISE = 1.0, np.array([0.3, 0.5]), 1e-2
+
+
+@functools.lru_cache(maxsize=None)
+def bound_case():
+    rng = np.random.default_rng(8)
+    X = rng.uniform(size=(8, D))
+    y = np.sin(4 * X[:, 0]) + X[:, 1]
+    post = gp.posterior(gp.params(AMP, LS, NOISE), X, y)
+    return X, y, post, rng.uniform(size=(64, D))
+
+
+@functools.lru_cache(maxsize=None)
+def bound_traced():
+    return jax.jit(lambda post, Xe, m, c, b: regret.regret_bound(post, Xe, m, c, b))
+
+
+def test_regret_bound_status_padding_and_closed_form():
+    X, y, post, cand = bound_case()
+    f = bound_traced()
+    beta = 2.0
+    # 8 real rows and 3 padded ones, holding zeros or garbage: the same result.
+    mask = np.r_[np.ones(8, bool), np.zeros(3, bool)]
+    Xe = np.vstack([X, np.zeros((3, D))])
+    Xg = np.vstack([X, np.array([[np.nan, 0.5], [np.inf, -np.inf], [1e300, 2.0]])])
+    rb = f(post, Xe, mask, cand, beta)
+    assert bool(rb.ok) and int(rb.reason) == Reason.OK
+    chex.assert_trees_all_equal(f(post, Xg, mask, cand, beta), rb)
+    # The compacted problem by the dense NumPy GP (float64; K's condition number is below
+    # 1 + 8 / noise = 801, so predictions agree to ~801 * 8 * eps = 1.4e-12).
+    want = np_eq8(np_posterior(X, y, AMP, LS, NOISE), X, cand, beta)
+    np.testing.assert_allclose([float(rb.bound), float(rb.ucb_min), float(rb.lcb_min)], want, atol=1e-10)
+    # The status field is appended: the old fields unpack by position as before.
+    bound, ucb_min, lcb_min, lcb_grid, x_lcb, x_ucb, ok = rb[:7]
+    assert rb._fields[-1] == "reason" and bool(ok) and float(bound) == float(rb.bound)
+
+    def expect(res, reason):
+        assert not bool(res.ok) and int(res.reason) == reason and float(res.bound) == np.inf
+
+    Xn = Xe.copy()
+    Xn[3, 0] = np.nan
+    expect(f(post, Xn, mask, cand, beta), Reason.BAD_INPUT)
+    cn = cand.copy()
+    cn[5, 1] = np.inf
+    expect(f(post, Xe, mask, cn, beta), Reason.BAD_INPUT)
+    for b in (-1.0, np.nan):
+        expect(f(post, Xe, mask, cand, b), Reason.BAD_INPUT)
+    expect(f(post, Xe, np.zeros(11, bool), cand, beta), Reason.EMPTY)
+    failed = post._replace(ok=jnp.asarray(False), reason=jnp.asarray(int(Reason.ILL_CONDITIONED), jnp.int32))
+    expect(f(failed, Xe, mask, cand, beta), Reason.ILL_CONDITIONED)
+    # Eagerly: ValueError naming the argument.
+    for args, name in (((Xn, mask, cand, beta), "X_eval"), ((Xe, mask, cn, beta), "candidates"),
+                       ((Xe, mask, cand, np.nan), "beta"), ((Xe, mask, cand, -1.0), "beta")):
+        with pytest.raises(ValueError, match=rf"^{name} must be"):
+            regret.regret_bound(post, *args)
+
+
+def test_confidence_bounds_nan_where_undefined():
+    X, y, post, cand = bound_case()
+    f = jax.jit(regret.confidence_bounds)
+    Xq = cand[:5].copy()
+    lcb, ucb = f(post, Xq, 2.0)
+    m, v = np_posterior(X, y, AMP, LS, NOISE)(Xq)
+    np.testing.assert_allclose(np.asarray(lcb), m - np.sqrt(2.0 * v), atol=1e-10)  # as in the test above
+    Xq[2, 1] = np.nan
+    lcb_n, ucb_n = f(post, Xq, 2.0)
+    assert np.isnan(lcb_n[2]) and np.isnan(ucb_n[2])
+    keep = np.arange(5) != 2
+    np.testing.assert_array_equal(np.asarray(lcb_n)[keep], np.asarray(lcb)[keep])
+    for b in (-1.0, np.nan):
+        assert np.all(np.isnan(np.asarray(f(post, cand[:5], b))))
+    assert np.all(np.isnan(np.asarray(f(post._replace(ok=jnp.asarray(False)), cand[:5], 2.0))))
+    with pytest.raises(ValueError, match=r"^X must be finite"):
+        regret.confidence_bounds(post, Xq, 2.0)
+
+
+# ------------------------------------------------------------------------ EI and PI
+def test_ei_pi_best_and_rows_that_are_not_finite():
+    X, y, post, cand = bound_case()
+    Xq, best = cand[:6].copy(), float(np.min(y))
+    m, v = np_posterior(X, y, AMP, LS, NOISE)(Xq)
+    s = np.sqrt(v)
+    z = (best - m) / s
+    ei_want = s * (z * scipy.stats.norm.cdf(z) + scipy.stats.norm.pdf(z))
+    pi_want = scipy.stats.norm.cdf(z)
+    # dense-GP agreement as above (1.4e-12 in mu, sigma); EI and PI are 1-Lipschitz in both
+    np.testing.assert_allclose(np.asarray(regret.expected_improvement(post, Xq, best)), ei_want, atol=1e-10)
+    np.testing.assert_allclose(np.asarray(regret.probability_of_improvement(post, Xq, best)), pi_want, atol=1e-10)
+    for fn in (regret.expected_improvement, regret.probability_of_improvement):
+        for b in (np.nan, np.inf, -np.inf):
+            with pytest.raises(ValueError, match=r"^best must be finite"):
+                fn(post, Xq, b)
+        Xn = Xq.copy()
+        Xn[1, 0] = np.nan
+        with pytest.raises(ValueError, match=r"^X must be finite"):
+            fn(post, Xn, best)
+        f = jax.jit(fn)
+        ref = np.asarray(f(post, Xq, best))
+        for b in (np.nan, np.inf, -np.inf):
+            assert np.all(np.isnan(np.asarray(f(post, Xq, b))))
+        got = np.asarray(f(post, Xn, best))
+        assert np.isnan(got[1])
+        np.testing.assert_array_equal(np.delete(got, 1), np.delete(ref, 1))  # same program
+        assert np.all(np.isnan(np.asarray(f(post._replace(ok=jnp.asarray(False)), Xq, best))))
+    # The zero-variance branch: a NaN best gave PI 0 and EI max(NaN, 0) before.
+    zero = jnp.zeros(2)
+    for g in (_rb.ei, _rb.pi):
+        assert np.all(np.isnan(np.asarray(g(jnp.array([0.0, 1.0]), zero, jnp.nan))))
+        assert np.all(np.isnan(np.asarray(g(jnp.array([0.0, 1.0]), jnp.array([jnp.nan, -1.0]), 0.5))))
+    np.testing.assert_array_equal(np.asarray(_rb.pi(jnp.array([0.0, 1.0]), zero, 0.5)), [1.0, 0.0])
+    np.testing.assert_array_equal(np.asarray(_rb.ei(jnp.array([0.0, 1.0]), zero, 0.5)), [0.5, 0.0])
+
+
+# ---------------------------------------------------------------------- cv_threshold
+def np_threshold(scores, mask, ddof=1):
+    x = scores[mask]
+    k = len(x)
+    return math.sqrt((1 / k + 1 / (k - 1)) * np.var(x, ddof=ddof))
+
+
+def test_cv_threshold_padded_folds_inert_real_nan_is_nan():
+    rng = np.random.default_rng(2)
+    scores = rng.normal(size=(5, 6))
+    mask = rng.uniform(size=(5, 6)) < 0.7
+    mask[:, :2] = True
+    garbage = scores.copy()
+    pads = np.argwhere(~mask)
+    for j, (r, c) in enumerate(pads):
+        garbage[r, c] = GARBAGE[j % 4]
+    want = [np_threshold(scores[i], mask[i]) for i in range(5)]
+    f = jax.jit(lambda s, m: regret.cv_threshold(s, m))
+    # sums of at most 6 float64 terms, a square root: a few ulps (the two sides are
+    # different programs: NumPy's pairwise sums, XLA's reductions)
+    np.testing.assert_allclose(np.asarray(regret.cv_threshold(garbage, mask)), want, rtol=1e-13)
+    ref = np.asarray(f(garbage, mask))
+    np.testing.assert_allclose(ref, want, rtol=1e-13)
+    for g in GARBAGE[:3]:
+        bad = garbage.copy()
+        bad[3, 0] = g  # a real fold
+        got = np.asarray(f(bad, mask))
+        assert np.isnan(got[3])
+        np.testing.assert_array_equal(np.delete(got, 3), np.delete(ref, 3))  # same program
+        with pytest.raises(ValueError, match=r"^fold_scores has 1 non-finite"):
+            regret.cv_threshold(bad, mask)
+    # Fewer than 2 real folds: 0 (traced), a ValueError (concrete), whatever the padding holds.
+    one = mask.copy()
+    one[1] = False
+    one[1, 0] = True  # a finite fold; the others hold garbage or finite scores, now padded
+    assert float(f(garbage, one)[1]) == 0.0
+    with pytest.raises(ValueError, match="at least 2 real folds"):
+        regret.cv_threshold(garbage, one)
+
+
+def test_replay_threshold_ignores_folds_of_padded_evaluations():
+    rng = np.random.default_rng(4)
+    T, k = 6, 4
+    values = rng.uniform(size=T)
+    folds = values[:, None] + 0.1 * rng.normal(size=(T, k))
+    mask = np.ones(T, bool)
+    mask[[0, 3]] = False
+    folds[[0, 3]] = np.nan  # padded evaluations, their folds marked real by fold_mask
+    cfg = types.SimpleNamespace(lag=0, test_train_ratio=None, ddof=1)
+    fold_mask = np.ones((T, k), bool)
+    _, incumbent, best, num_eval, thr = _replay._replay_prefix(jnp.zeros((T, 1)), jnp.asarray(values),
+                                                               jnp.asarray(folds), jnp.asarray(mask),
+                                                               jnp.asarray(fold_mask), cfg)
+    # Row 0 has no real evaluation yet (threshold of no folds: 0); later rows use the real
+    # incumbent's folds (Eq. 9-10 in NumPy).
+    assert float(thr[0]) == 0.0 and int(num_eval[0]) == 0
+    for t in range(1, T):
+        i = int(incumbent[t])
+        assert mask[i] and values[i] == min(values[: t + 1][mask[: t + 1]])
+        assert float(thr[t]) == pytest.approx(np_threshold(folds[i], fold_mask[i]), rel=1e-13)
+
+
+def test_replay_traced_status_per_row():
+    rng = np.random.default_rng(0)
+    T = 10
+    X = rng.uniform(size=(T, D))
+    folds = np.sum((X - 0.3) ** 2, 1)[:, None] + 0.01 * rng.normal(size=(T, 3))
+    values = folds.mean(1)
+    opts = regret.ReplayOptions(candidates=16, num_segments=1, first_fit_steps=2, fit_steps=2, refine_steps=0)
+    f = jax.jit(lambda X, v, fo, m: regret.replay(jax.random.key(1), X, v, fo, mask=m, min_points=3,
+                                                  min_evaluations=4, options=opts))
+    real = np.ones(T, bool)
+    ref = f(X, values, folds, real)
+    assert np.array_equal(np.asarray(ref.ok), np.arange(T) >= 3)
+    np.testing.assert_array_equal(np.asarray(ref.reason), np.where(np.arange(T) >= 3, Reason.OK, Reason.EMPTY))
+    # A NaN value on real row 5: rows 5.. are not ok (BAD_INPUT, bound +inf); rows before
+    # it never saw the row and are unchanged (same program).
+    v = values.copy()
+    v[5] = np.nan
+    bad = f(X, v, folds, real)
+    np.testing.assert_array_equal(np.asarray(bad.reason)[5:], Reason.BAD_INPUT)
+    assert np.all(np.asarray(bad.bound)[5:] == np.inf) and not np.any(np.asarray(bad.ok)[5:])
+    np.testing.assert_array_equal(np.asarray(bad.bound)[:5], np.asarray(ref.bound)[:5])
+    # A NaN fold score of a real evaluation: NaN threshold exactly where it is the incumbent.
+    inc = np.asarray(ref.incumbent)
+    fo = folds.copy()
+    fo[inc[-1], 1] = np.nan
+    thr = np.asarray(f(X, values, fo, real).threshold)
+    np.testing.assert_array_equal(np.isnan(thr), inc == inc[-1])
+    np.testing.assert_array_equal(thr[inc != inc[-1]], np.asarray(ref.threshold)[inc != inc[-1]])
+
+
+# -------------------------------------------------------------- stopping rules, top set
+def conv_loop(best, mask, k):
+    """Conv-i by a Python loop: a NaN row does not improve; padded rows are skipped."""
+    level, count, last = np.inf, 0, None
+    for i, (b, m) in enumerate(zip(best, mask)):
+        if not m:
+            continue
+        if last is None or b < level:
+            level, count = (b if b < level else level), 0
+        else:
+            count += 1
+        last = i
+        if count == k:
+            return i, True
+    return last, False
+
+
+def test_stop_rules_nan_on_real_rows_and_padding():
+    best = np.array([5.0, 4.0, 4.0, np.nan, 4.0, 4.0, 3.0, 3.0, 3.0, 3.0])
+    mask = np.ones(10, bool)
+    f = jax.jit(lambda b, m: regret.convergence_stop(b, 3, mask=m))
+    stop, fired = f(best, mask)
+    assert (int(stop), bool(fired)) == conv_loop(best, mask, 3) == (4, True)
+    with pytest.raises(ValueError, match=r"^best_so_far has 1 NaN"):
+        regret.convergence_stop(best, 3)
+    # Padded rows holding garbage: the same stop as the compacted trace.
+    padded = np.insert(np.array([5.0, 4.0, 4.0, 4.0, 4.0, 3.0]), [1, 3, 3], [np.nan, -np.inf, 1e300])
+    pmask = np.isin(np.arange(9), [1, 3, 4], invert=True)
+    stop, fired = regret.convergence_stop(padded, 2, mask=pmask)
+    real = np.flatnonzero(pmask)
+    cstop, cfired = regret.convergence_stop(padded[pmask], 2)
+    assert int(stop) == real[int(cstop)] and bool(fired) == bool(cfired)
+    # stop_iterations: NaN on a real row is named; garbage on padded rows is inert (the
+    # stops, in numbers of evaluations, are those of the compacted trace).
+    n = np.arange(1, 31)
+    bound = np.linspace(1.0, 0.01, 30)
+    thr = np.full(30, 0.1)
+    best = np.where(n < 8, 1.0 / n, 1.0 / 8)  # improves until 8 evaluations, then flat
+    kw = dict(ours_scales=(1.0,), conv_patience=(5,), min_evaluations=5)
+    m = np.ones(30, bool)
+    m[[6, 12, 25]] = False  # rows 25: before ours fires (row 27); 6 and 12: around Conv-5's count
+    for name, pos, g in (("bound", 0, -np.inf), ("threshold", 1, np.inf), ("best_so_far", 2, -1.0)):
+        args = [bound.copy(), thr.copy(), best.copy()]
+        args[pos][12] = np.nan
+        with pytest.raises(ValueError, match=rf"^{name} has 1 NaN"):
+            regret.stop_iterations(*args, n, **kw)
+        args[pos][[6, 25]] = g  # would fire (or reset Conv) at once if it counted
+        got = regret.stop_iterations(*args, n, mask=m, **kw)
+        want = regret.stop_iterations(*(a[m] for a in (bound, thr, best)), n[m], **kw)
+        assert int(got.ours[0]) == int(want.ours[0]) and int(got.conv[0]) == int(want.conv[0]), name
+
+
+def test_top_mask_padded_garbage_is_inert():
+    rng = np.random.default_rng(1)
+    y = rng.normal(size=10)
+    mask = np.ones(10, bool)
+    mask[[1, 4, 8]] = False
+    yg = y.copy()
+    yg[[1, 4, 8]] = [np.nan, -np.inf, -1e300]
+    got = np.asarray(regret.top_mask(yg, mask, fraction=0.5, min_points=2))
+    real = np.flatnonzero(mask)
+    want = np.zeros(10, bool)
+    want[real[np.argsort(y[real], kind="stable")[:3]]] = True  # floor(0.5 * 7) = 3
+    np.testing.assert_array_equal(got, want)
+
+
+# --------------------------------------------------------------------------- dtypes
+def _dtype_calls(h):
+    X, y, post, cand = bound_case()
+    Xq = jnp.asarray(cand[:2])
+    ones, n2 = jnp.ones(2), jnp.array([1, 2])
+    Xf, yf = np.full((3, 1), 0.5), jnp.ones(3)
+    key = jax.random.key(0)
+    return [
+        ("t", lambda: regret.beta(h(10.0), 2.0)),
+        ("size", lambda: regret.beta(10.0, h(2.0))),
+        ("posterior.X", lambda: regret.expected_improvement(post._replace(X=h(post.X)), Xq, 0.0)),
+        ("X", lambda: regret.confidence_bounds(post, h(Xq), 1.0)),
+        ("beta", lambda: regret.confidence_bounds(post, Xq, h(1.0))),
+        ("X_eval", lambda: regret.regret_bound(post, h(Xq), None, Xq, 1.0)),
+        ("candidates", lambda: regret.regret_bound(post, Xq, None, h(Xq), 1.0)),
+        ("beta", lambda: regret.regret_bound(post, Xq, None, Xq, h(1.0))),
+        ("X", lambda: regret.expected_improvement(post, h(Xq), 0.0)),
+        ("best", lambda: regret.expected_improvement(post, Xq, h(0.0))),
+        ("best", lambda: regret.probability_of_improvement(post, Xq, h(0.0))),
+        ("y", lambda: regret.top_mask(h([1.0, 2.0]))),
+        ("fold_scores", lambda: regret.cv_threshold(h([1.0, 2.0]))),
+        ("best_so_far", lambda: regret.convergence_stop(h([1.0, 2.0]), 1)),
+        ("bound", lambda: regret.stop_iterations(h(ones), ones, ones, n2)),
+        ("threshold", lambda: regret.stop_iterations(ones, h(ones), ones, n2)),
+        ("ei", lambda: regret.stop_iterations(ones, ones, ones, n2, ei=h(ones))),
+        ("ours_scales", lambda: regret.stop_iterations(ones, ones, ones, n2, ours_scales=h([1.0]))),
+        ("y_final", lambda: regret.ryc(h(1.0), 1.0)),
+        ("t_stop", lambda: regret.rtc(1.0, h(1.0))),
+        ("X", lambda: regret.fit_regret_bound(key, h(Xf), yf)),
+        ("y", lambda: regret.fit_regret_bound(key, Xf, h(yf))),
+        ("candidates", lambda: regret.fit_regret_bound(key, Xf, yf, candidates=h(Xq[:, :1]))),
+        ("init.log_amplitude", lambda: regret.fit_regret_bound(
+            key, Xf, yf, init=gp.GPParams(h(0.0), h([0.0]), h(-3.0), h(0.0)))),
+        ("init_inv_hessian", lambda: regret.fit_regret_bound(key, Xf, yf, init_inv_hessian=h(jnp.eye(4)))),
+        ("configs", lambda: regret.replay(key, h(Xf), yf, jnp.ones((3, 2)))),
+        ("values", lambda: regret.replay(key, Xf, h(yf), jnp.ones((3, 2)))),
+        ("fold_scores", lambda: regret.replay(key, Xf, yf, h(jnp.ones((3, 2))))),
+        ("ei", lambda: regret.replay(key, Xf, yf, jnp.ones((3, 2)), ei=h(yf))),
+    ]
+
+
+@pytest.mark.parametrize("dtype", [jnp.float16, ml_dtypes.bfloat16])
+def test_half_precision_is_rejected_everywhere_naming_the_argument(dtype):
+    def h(a):
+        return jnp.asarray(a, dtype)
+
+    for name, call in _dtype_calls(h):
+        with pytest.raises(TypeError, match=rf"^{name} has unsupported dtype"):
+            call()
