@@ -11,7 +11,7 @@ Shared by :mod:`jaxstop.regret` (its public, validating layer) and
 Data problems are values, never exceptions: an argument outside its domain (``t <= 0``,
 a negative ``beta``, a non-finite ``best``, a NaN query row) gives NaN in a bare array
 and ``ok = False`` with a :class:`jaxstop._src.status.Reason` in a :class:`RegretBound`
-(:func:`first_reason` combines the checks); padded rows are made inert
+(:func:`jaxstop._src.status.first_reason` combines the checks); padded rows are made inert
 (:func:`jaxstop._src.checks.inert_rows`) before any arithmetic.
 """
 
@@ -30,7 +30,7 @@ from jaxstop._src.status import Reason
 __all__ = [
     "RegretBound",
     "BoundCore",
-    "first_reason",
+
     "beta",
     "moments",
     "confidence_bounds",
@@ -79,18 +79,9 @@ class RegretBound(NamedTuple):
     reason: jax.Array
 
 
-def first_reason(*checks) -> jax.Array:
-    """:func:`jaxstop._src.status.first_reason` for checks whose code is an int32 array as
-    well as a :class:`Reason` (a posterior's or a fit's own ``reason``); shape ()."""
-    code = jnp.asarray(int(Reason.OK), jnp.int32)
-    for failed, reason in reversed(checks):
-        code = jnp.where(failed, jnp.asarray(reason, jnp.int32), code)
-    return code
-
-
 def own_reason(ok, reason):
     """``reason`` of a result that is not ``ok``, ``NOT_FINITE`` where that result said
-    ``OK`` (a status combined from outside it), for :func:`first_reason`."""
+    ``OK`` (a status combined from outside it), for :func:`~jaxstop._src.status.first_reason`."""
     return jnp.where(ok | (reason != int(Reason.OK)), reason, jnp.int32(int(Reason.NOT_FINITE)))
 
 
@@ -306,7 +297,7 @@ def bound_core(post, X_eval, mask, cand, beta, dim_mask, best, *,
         x_l = jnp.where(better, xr[j], x_l)
     bound = ucb_min - lcb_min
     x_u = X_eval[i_u]
-    reason = first_reason(
+    reason = status.first_reason(
         (bad_input, Reason.BAD_INPUT),
         (~post.ok, own_reason(post.ok, post.reason)),
         (~jnp.any(mask), Reason.EMPTY),

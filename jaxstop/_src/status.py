@@ -49,9 +49,11 @@ def first_reason(*checks) -> jax.Array:
     """The code of the first failing check, ``Reason.OK`` when none fails.
 
     ``checks`` are ``(failed, reason)`` pairs; ``failed`` is a boolean array of any
-    shape that broadcasts with the others (one code per batch element).
+    shape that broadcasts with the others (one code per batch element); ``reason`` is a
+    :class:`Reason` or an int32 array of codes (e.g. a sub-result's own ``reason``).
     """
     code = jnp.asarray(int(Reason.OK), jnp.int32)
     for failed, reason in reversed(checks):
-        code = jnp.where(failed, jnp.int32(int(reason)), code)
+        code = jnp.where(failed, jnp.asarray(int(reason) if isinstance(reason, Reason) else reason, jnp.int32),
+                         code)
     return code

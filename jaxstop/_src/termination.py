@@ -218,7 +218,7 @@ def _fit_and_bound_one(key, X, y, avail, init, cand, dim_mask, size, delta, scal
         lcb_min=rb.lcb_min * std + mean,
         lcb_min_grid=rb.lcb_min_grid * std + mean,
     )
-    reason = regret_bound.first_reason(
+    reason = status.first_reason(
         (bad_rows | ~jnp.isfinite(b), Reason.BAD_INPUT),
         (~jnp.any(avail), Reason.EMPTY),
         (~(jnp.isfinite(mean) & jnp.isfinite(std) & (std > 0)), Reason.UNREPRESENTABLE),

@@ -387,7 +387,7 @@ def _select(cfg: BoBosConfig, key, state: BoBosState, z, p_new, finite, params):
     lcb = jnp.where(state.evaluated | jnp.isnan(lcb), jnp.inf, lcb)
     u = jax.random.uniform(k_pick, (M,), fdtype)
     random_pick = jnp.argmax(jnp.where(state.evaluated, -1, u)).astype(jnp.int32)
-    usable = post.ok & jnp.all(jnp.isfinite(mu)) & jnp.all(jnp.isfinite(var))
+    usable = post.ok & jnp.all(jnp.isfinite(mu)) & jnp.all(jnp.isfinite(var)) & jnp.isfinite(beta)
     model = (state.count >= params.num_init) & usable
     idx = jnp.where(model, jnp.argmin(lcb).astype(jnp.int32), random_pick)
     x = cand[idx]
