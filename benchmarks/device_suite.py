@@ -1,0 +1,112 @@
+"""Accelerator figures in one short run: the same jaxstop code on the accelerator and on its host CPU.
+
+Rows (each compiled once per device, timed separately: median of ``--repeats`` calls after a
+warm-up, ``block_until_ready``):
+
+* SH+ (``uq=True``) studies on the embedded AlexNet table, float32, ``jax.vmap(sim.run)``
+  over keys, batch protocol (the default) and one job per step;
+* BOS ``solve_batch``: trials x paths (float32);
+* regret bounds with GP fit of many studies at n = 200, d = 3 (float64).
+
+    python benchmarks/device_suite.py --out DIR [--quick]
+
+Writes ``DIR/device_suite.md``; stops adding rows once ``--budget`` seconds have passed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _common  # noqa: E402
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+
+
+def timed(fn, args, repeats):
+    """(compile seconds, median run seconds) of ``jax.jit(fn)(*args)``."""
+    compiled, c = _common.compile_timed(fn, *args)
+    t, _ = _common.median_seconds(lambda: compiled(*args), repeats)
+    return c, t
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", default="benchmarks/out")
+    ap.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--budget", type=float, default=400.0, help="seconds before no new row starts")
+    ap.add_argument("--rows", default="sh,bos,regret,onejob", help="comma-separated rows to run")
+    args = ap.parse_args()
+    jax.config.update("jax_enable_x64", True)
+    from jaxstop import bos, data, policies, regret, sim
+
+    start = time.perf_counter()
+    accel = jax.devices()[0]
+    host = jax.devices("cpu")[0]
+    targets = [("accelerator", accel)] + ([("host CPU", host)] if accel.platform != "cpu" else [])
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    lines = [f"# device suite ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})", "",
+             f"accelerator: {accel.device_kind} ({accel.platform}); host: {_common.cpu()}; "
+             f"jax {jax.__version__}; `python benchmarks/device_suite.py{' --quick' if args.quick else ''}`", "",
+             "| row | device | size | compile s | run s | per item ms |", "|---|---|---|---|---|---|"]
+
+    wanted = set(args.rows.split(","))
+
+    def row(name, size, items, fn, fargs, key):
+        if key not in wanted:
+            return
+        for label, dev in targets:
+            if time.perf_counter() - start > args.budget:
+                lines.append(f"| {name} | {label} | {size} | - | - | (time budget spent) |")
+                continue
+            with jax.default_device(dev):
+                a = jax.device_put(fargs, dev)
+                c, t = timed(fn, a, args.repeats)
+            lines.append(f"| {name} | {label} | {size} | {c:.1f} | {t:.3f} | {1e3 * t / items:.4f} |")
+            print(lines[-1], flush=True)
+            (out / "device_suite.md").write_text("\n".join(lines) + "\n")
+
+    curves = data.alexnet_curves()
+    table = sim.CurveTable(jnp.asarray(curves.values, jnp.float32), jnp.asarray(curves.mask))
+    n, epochs = table.values.shape
+    plus = policies.sh(n, epochs, eta=3, uq=True)
+    runs = 1000 if args.quick else 20000
+    keys = jax.random.split(jax.random.key(0), runs)
+    row("SH+ studies, AlexNet, batch protocol", f"{runs} runs", runs,
+        lambda k: jax.vmap(lambda kk: sim.run(plus, table, kk).incumbent_value)(k), (keys,), "sh")
+
+    trials, paths = (50, 10_000) if args.quick else (1000, 100_000)
+    rng = np.random.default_rng(0)
+    prefix = np.sort(rng.uniform(0.3, 0.7, (trials, 8)), axis=1)[:, ::-1].astype(np.float32)
+    best = rng.uniform(0.2, 0.35, trials).astype(np.float32)
+    k1 = rng.uniform(80, 120, trials).astype(np.float32)
+    row("BOS solve_batch, N = 50, N0 = 8", f"{trials} trials x {paths} paths", trials,
+        lambda p, b, k: bos.solve_batch(jax.random.key(1), p, b, 50, k, 99.0, 1.0, num_paths=paths).actions,
+        (prefix, best, k1), "bos")
+
+    studies = 200 if args.quick else 10_000
+    X = rng.uniform(size=(studies, 200, 3))
+    y = np.sin(3 * X).sum(-1) + 0.1 * rng.normal(size=(studies, 200))
+    row("regret bound with GP fit, n = 200, d = 3, float64", f"{studies} studies", studies,
+        lambda X, y: jax.vmap(lambda k, a, b: regret.fit_regret_bound(k, a, b).bound.bound)(
+            jax.random.split(jax.random.key(2), X.shape[0]), X, y), (X, y), "regret")
+    few = min(runs, 500)
+    row("SH+ studies, AlexNet, one job per step", f"{few} runs", few,
+        lambda k: jax.vmap(lambda kk: sim.run(plus, table, kk, batched=False).incumbent_value)(k), (keys[:few],), "onejob")
+    lines.append("")
+    lines.append(f"total {time.perf_counter() - start:.0f} s")
+    (out / "device_suite.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+    main()
