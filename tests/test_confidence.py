@@ -18,6 +18,7 @@ from hypothesis import given, settings
 from scipy import integrate, special, stats
 
 from jaxstop._src import numerics
+from jaxstop._src.status import Reason
 from jaxstop.confidence import _batch, _curves, _keep, _quadrature, _validate
 from jaxstop.confidence import (
     confidence_curve,
@@ -1026,18 +1027,19 @@ def test_accelerator_block_and_batch_sizes_give_the_same_numbers(monkeypatch, rn
 # ------------------------------------------------------------ one API style: KeepCount.ok
 def test_keep_count_ok_is_the_status():
     """KeepCount.ok: False exactly when a value had to be masked out or replaced (num_invalid,
-    num_bad_delta, a non-finite round budget inside jit); the other fields as before
+    num_bad_delta, a non-finite round budget inside jit; reason BAD_INPUT); the other fields as before
     (k, tau, k_star recorded from the release without ok)."""
     mu = np.array([0.30, 0.31, 0.33, 0.40, 0.55, 0.70])
     sigma = np.full(6, 0.03)
     good = keep_count(mu, sigma, 0.003, 20.0)
     assert bool(good.ok) and int(good.num_invalid) == 0 and int(good.num_bad_delta) == 0
+    assert int(good.reason) == Reason.OK
     assert (int(good.k), int(good.k_star)) == (3, 3)
     assert float(good.tau) == pytest.approx(0.9990108612100476, rel=1e-12)
     kc = jax.jit(keep_count)  # value checks are eager only: inside jit values are reported
     assert bool(kc(mu, sigma, 0.003, 20.0).ok)
     nan_mu = kc(np.where(np.arange(6) == 1, np.nan, mu), sigma, 0.003, 20.0)
-    assert not bool(nan_mu.ok) and int(nan_mu.num_invalid) == 1
+    assert not bool(nan_mu.ok) and int(nan_mu.num_invalid) == 1 and int(nan_mu.reason) == Reason.BAD_INPUT
     bad_delta = kc(mu, sigma, np.where(np.arange(6) == 2, np.inf, 0.003), 20.0)
     assert not bool(bad_delta.ok) and int(bad_delta.num_invalid) == 0 and int(bad_delta.num_bad_delta) == 1
     assert not bool(kc(mu, sigma, 0.003, jnp.inf).ok)

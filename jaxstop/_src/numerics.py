@@ -6,7 +6,8 @@
 * :func:`gauss_and_sf`, :func:`log_sf`: the Gaussian kernel ``exp(-z^2 / 2)`` and the
   survival function ``S(z) = 1 - Phi(z)`` (clipped at ``z = ZMAX``) from it.
 * :func:`hazard_and_log_sf_sum`: scaled hazards and summed log-survivals of a matrix of
-  standardised distances, one logarithm per :func:`sf_group` survival values.
+  standardised distances, one logarithm per :func:`sf_group` survival values; its
+  derivatives are the closed forms (finite in float32 too).
 * :func:`log_normal64`: ``log`` of positive normal float64 numbers from the exponent bits
   and a series (XLA:CPU's own float64 ``log`` is a scalar library call).
 * :func:`stable_argsort`: a stable ``argsort`` of float keys that XLA:CPU sorts fast.
@@ -169,6 +170,7 @@ def _log_normal64_jvp(primals, tangents):
     return log_normal64(x), dx / x
 
 
+@jax.custom_jvp
 def hazard_and_log_sf_sum(z):
     """Scaled hazards and summed log-survivals of a matrix of standardised distances.
 
@@ -214,6 +216,27 @@ def hazard_and_log_sf_sum(z):
         log_sf = jnp.log(jnp.where(pos, jnp.exp(-0.5 * z * z) / jnp.where(pos, h, 1), 1))
     ones = jnp.ones(log_sf.shape[-1:], log_sf.dtype)
     return h, jnp.dot(log_sf, ones, precision=lax.Precision.HIGHEST)
+
+
+_INV_SQRT_2PI = 0.3989422804014327
+
+
+@hazard_and_log_sf_sum.defjvp
+def _hazard_and_log_sf_sum_jvp(primals, tangents):
+    """Derivatives in closed form: with the hazard ``lam = phi(z) / S(z) = h / sqrt(2 pi)``,
+    ``d log S / dz = -lam`` and ``dh / dz = h (lam - z)`` (as ``lam' = lam (lam - z)``), 0
+    beyond the clip at ``ZMAX`` and where ``h`` underflows to 0.
+
+    Differentiating the evaluation instead divides by ``S^2`` (the quotient rule of
+    ``exp(-z^2 / 2) / S``), which underflows in float32 once ``S < 1e-19`` (``z > 9``, or
+    ``exp(-z^2 / 2) / h`` at ``z < -9``) and gave NaN derivatives of every probability.
+    """
+    (z,), (dz,) = primals, tangents
+    h, total = hazard_and_log_sf_sum(z)
+    dz = jnp.where(z < ZMAX, dz, jnp.zeros((), dz.dtype))
+    lam = h * _INV_SQRT_2PI
+    dh = jnp.where(h > 0, h * (lam - jnp.where(h > 0, z, 0.0)), 0.0) * dz
+    return (h, total), (dh, -jnp.sum(lam * dz, axis=-1))
 
 
 def stable_argsort(key):

@@ -13,6 +13,8 @@ validation loss and ``sigma_i`` the standard deviation of its last few losses
   change when the uncertainty shrinks (Eq. 6),
 * :func:`keep_count` -- the discarding rule of Section 3.3.2 (Eq. 4-7),
 * :func:`prob_better` -- the pairwise comparison used by SS+ (Section 3.5),
+* :func:`problem_status` -- whether a problem is computed as given (the status
+  the bare-array results above cannot carry),
 * :func:`window_std` and :func:`window_delta_sigma` -- the on-the-fly
   uncertainty of Eq. 1 and its change (Appendix C).
 
@@ -24,6 +26,12 @@ function of candidate ``j``. They are evaluated with a fixed, data-dependent
 rule and no adaptivity at run time, so every kernel is a static-shape program
 that jits, vmaps and runs on accelerators:
 
+* Every problem is first shifted and scaled to standard units: ``mu`` minus the
+  lowest valid ``mu``, both divided by the power of two just above the largest
+  valid ``sigma`` (exactly; the probabilities are invariant under a common affine
+  map). Means are then ``>= 0``, spreads below 1, and the windows below are
+  representable whatever the units of the input (``mu`` near 1e6 with ``sigma = 1e-3``; ``sigma = 3e38`` in
+  float32, where ``mu + 9 sigma`` overflows).
 * The minimum ``U = min_j X_j`` lies in ``[a, b]`` with
   ``a = min_j (mu_j - c sigma_j)`` and ``b = min_j (mu_j + c sigma_j)``,
   ``c = 9``: outside, every integrand is below ``2 Phi(-9) ~ 2e-19``.
@@ -96,24 +104,41 @@ in float32 (see the function docstrings).
 Validity
 --------
 Structure (ranks, shapes, dtypes, configuration) is checked eagerly and raises
-``ValueError`` / ``TypeError``. Values (NaN ``mu``, ``sigma <= 0``) raise when
-the arrays are concrete; inside ``jax.jit`` such candidates are treated as
-masked (exactly no effect, probability 0) and reported: compare
-:func:`effective_mask` with the mask you passed, or read ``KeepCount.ok`` (False
-when any value was invalid) and ``KeepCount.num_invalid``.
+``ValueError`` / ``TypeError`` naming the argument; float16 and bfloat16 are
+rejected (``TypeError``): every function computes in float32 or float64. Values
+(NaN ``mu``, ``sigma <= 0``) raise when the arrays are concrete; inside
+``jax.jit`` such candidates are treated as padding. Padding (``mask`` False) may
+hold anything, NaN and inf included: it is made inert before any arithmetic
+(``checks.inert_rows``), so it has exactly no effect on values or derivatives.
+
+Status. :class:`KeepCount` carries ``ok`` and ``reason`` (a code of
+``jaxstop._src.status.Reason``): ``BAD_INPUT`` (a value had to be left out or
+replaced), ``EMPTY`` (no valid candidate), ``UNREPRESENTABLE`` (the dtype cannot
+carry the problem: the float spacing of a relevant ``mu`` above ``2^-10`` of its
+``sigma``, e.g. float32 means ``1e6`` and ``1e6 + 0.003``, which are one number;
+spreads beyond the dtype's range; a shrunk ``sigma`` that overflowed),
+``NOT_FINITE``. The functions that return bare arrays or a
+:class:`ConfidenceCurve` (:func:`prob_best`, :func:`confidence_curve`,
+:func:`leader_curve`, :func:`zeta` and the batch forms) have no field for it:
+their results are finite whatever the inputs, and :func:`problem_status` (or
+``KeepCount.reason``) says whether they answer the problem as given.
 
 API conventions (shared with :mod:`jaxstop.gp` and :mod:`jaxstop.regret`): ``mask`` is
 the one name for "which candidates are real"; a result that can fail has a boolean
-``ok`` field (:class:`KeepCount`). Nothing here is random, so no function takes a key.
+``ok`` field (:class:`KeepCount`, :class:`ProblemStatus`). Nothing here is random, so
+no function takes a key.
 
 Files
 -----
 * ``_curves.py``: :func:`prob_best`, :func:`confidence_curve`, :func:`leader_curve`,
-  :func:`effective_mask`, :func:`prob_better` and :class:`ConfidenceCurve`.
+  :func:`effective_mask`, :func:`problem_status`, :func:`prob_better` and
+  :class:`ConfidenceCurve`.
 * ``_keep.py``: :func:`zeta`, :func:`keep_count` and :class:`KeepCount`.
 * ``_batch.py``: :func:`prob_best_batch` and :func:`confidence_curve_batch`.
 * ``_window.py``: :func:`window_std` and :func:`window_delta_sigma`.
 * ``_quadrature.py``: the graded rule and the kernels described under Quadrature.
+* ``_standardise.py``: the shift and scale to standard units, the inert padding and
+  the status of a problem (:func:`problem_status`, :class:`ProblemStatus`).
 * ``_validate.py``: eager validation of the arguments.
 
 The Gaussian tail numerics (``erfcx``, survival functions, hazards, a vectorised
@@ -128,23 +153,35 @@ from jaxstop.confidence._curves import effective_mask as effective_mask
 from jaxstop.confidence._curves import leader_curve as leader_curve
 from jaxstop.confidence._curves import prob_best as prob_best
 from jaxstop.confidence._curves import prob_better as prob_better
+from jaxstop.confidence._curves import problem_status as problem_status
 from jaxstop.confidence._keep import KeepCount as KeepCount
 from jaxstop.confidence._keep import keep_count as keep_count
 from jaxstop.confidence._keep import zeta as zeta
+from jaxstop.confidence._profile import PHASE_FRACTIONS as PHASE_FRACTIONS
+from jaxstop.confidence._profile import Profile as Profile
+from jaxstop.confidence._profile import default_breakpoints as default_breakpoints
+from jaxstop.confidence._profile import delta_sigma_profile as delta_sigma_profile
+from jaxstop.confidence._standardise import ProblemStatus as ProblemStatus
 from jaxstop.confidence._window import window_delta_sigma as window_delta_sigma
 from jaxstop.confidence._window import window_std as window_std
 
 __all__ = [
     "ConfidenceCurve",
     "KeepCount",
+    "PHASE_FRACTIONS",
+    "Profile",
+    "ProblemStatus",
     "confidence_curve",
     "confidence_curve_batch",
+    "default_breakpoints",
+    "delta_sigma_profile",
     "effective_mask",
     "keep_count",
     "leader_curve",
     "prob_best",
     "prob_best_batch",
     "prob_better",
+    "problem_status",
     "window_delta_sigma",
     "window_std",
     "zeta",

@@ -81,8 +81,14 @@ def prob_best_batch(
             steps of about 256 candidates on CPU (one problem once ``n > 256``)
             and of 256 MiB on accelerators.
 
+    Bad values, padding, units and dtypes as in :func:`prob_best`, per problem; the
+    status of each problem is ``jax.vmap(problem_status)(mu, sigma, mask)``.
+
     Returns:
         Probabilities, shape (batch, n).
+
+    Raises:
+        ValueError, TypeError: as :func:`prob_best` (float16 / bfloat16 included).
 
     Example:
         >>> import jax.numpy as jnp
@@ -112,8 +118,14 @@ def confidence_curve_batch(
         max_bytes: Working-memory target in bytes (a Python int); None as in
             :func:`prob_best_batch`.
 
+    Bad values, padding, units and dtypes as in :func:`confidence_curve`, per problem;
+    the status of each problem is ``jax.vmap(problem_status)(mu, sigma, mask)``.
+
     Returns:
         ``ConfidenceCurve(curve, order)``, each of shape (batch, n).
+
+    Raises:
+        ValueError, TypeError: as :func:`prob_best` (float16 / bfloat16 included).
 
     Example:
         >>> import jax.numpy as jnp

@@ -1,8 +1,9 @@
 """Probabilities of being best and the curves built from them.
 
 :func:`prob_best`, :func:`confidence_curve` (``P_k``, Definition 3.5), :func:`leader_curve`
-(``P_1`` among the top ``k``), :func:`effective_mask`, and the pairwise
-:func:`prob_better` of SS+; the ranking by ``mu`` (:func:`sort_order`) they share.
+(``P_1`` among the top ``k``), :func:`effective_mask`, :func:`problem_status` (the status
+these bare-array results leave out), and the pairwise :func:`prob_better` of SS+; the
+ranking by ``mu`` (:func:`sort_order`) they share.
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ import numpy as np
 from jax import lax
 from jax.typing import ArrayLike
 
-from jaxstop._src import numerics
+from jaxstop._src import checks, numerics
 from jaxstop.confidence._quadrature import leader_kernel, prob_best_kernel
+from jaxstop.confidence._standardise import ProblemStatus, standardise, status_of
 from jaxstop.confidence._validate import first_bad, is_concrete, prepare, real_array, valid_mask
 
 
@@ -73,7 +75,7 @@ def confidence_curve_impl(mu, sigma, mask):
 def _leader_curve_impl(mu, sigma, mask):
     valid = valid_mask(mu, sigma, mask)
     order = sort_order(mu, valid)
-    out = leader_kernel(mu[order], sigma[order], valid[order])
+    out, _ = leader_kernel(mu[order], sigma[order], valid[order])
     return ConfidenceCurve(out, order)
 
 
@@ -83,7 +85,9 @@ def effective_mask(mu: ArrayLike, sigma: ArrayLike, mask: ArrayLike | None = Non
     A candidate is used when ``mask`` selects it, its ``mu`` is finite and its
     ``sigma`` is finite and positive. Outside ``jax.jit`` the other functions
     raise on such entries; inside ``jax.jit`` they silently mask them, and
-    ``mask & ~effective_mask(mu, sigma, mask)`` reports which were dropped.
+    ``mask & ~effective_mask(mu, sigma, mask)`` reports which were dropped
+    (:func:`problem_status` counts them). Unlike the other functions it never
+    raises on values: it is the check itself.
 
     Args:
         mu: Means of the converged losses, shape (n,).
@@ -92,6 +96,10 @@ def effective_mask(mu: ArrayLike, sigma: ArrayLike, mask: ArrayLike | None = Non
 
     Returns:
         Boolean array, shape (n,).
+
+    Raises:
+        ValueError: on shape mismatches or a mask of the wrong dtype or shape.
+        TypeError: on non-real dtypes and on float16 / bfloat16 (naming the argument).
 
     Example:
         >>> import jax.numpy as jnp
@@ -115,6 +123,62 @@ def effective_mask(mu: ArrayLike, sigma: ArrayLike, mask: ArrayLike | None = Non
     return valid_mask(mu, sigma, mask)
 
 
+@jax.jit
+def _problem_status_impl(mu, sigma, mask):
+    valid = valid_mask(mu, sigma, mask)
+    std = standardise(mu, sigma, valid)
+    return status_of(mask, std.valid, std.unrepresentable)
+
+
+def problem_status(mu: ArrayLike, sigma: ArrayLike, mask: ArrayLike | None = None) -> ProblemStatus:
+    """Whether :func:`prob_best`, :func:`confidence_curve` and :func:`leader_curve` compute
+    the problem as given: the status their bare-array results cannot carry.
+
+    The same test :func:`keep_count` reports in ``KeepCount.ok`` / ``reason`` (which adds
+    the checks of ``delta_sigma`` and ``round_budget``). ``ok`` is False, with the first
+    reason that applies (an int32 code of ``jaxstop._src.status.Reason``), when
+
+    * ``BAD_INPUT``: an entry the mask selects has a NaN / inf ``mu`` or a non-finite or
+      non-positive ``sigma`` (inside ``jax.jit``; on concrete inputs this raises, as
+      everywhere in the module); the computations leave such candidates out;
+    * ``EMPTY``: no candidate is valid (the results are all zeros);
+    * ``UNREPRESENTABLE``: the dtype cannot carry the problem: the float spacing of a
+      candidate's ``mu`` that can enter the integrals exceeds ``2^-10`` of its ``sigma``
+      (means closer than the spacing are already one number: ``1e6`` and ``1e6 + 0.003``
+      in float32), or a ``sigma`` lies below the dtype's range relative to the largest.
+      The results are then the exact answer for the rounded input, finite and summing
+      to 1, but not to be trusted for the intended one.
+
+    Scale alone is never a reason: every problem is integrated in standard units
+    (shifted by the lowest ``mu``, scaled by the largest ``sigma``), so ``mu`` near 1e6
+    or ``sigma = 3e38`` in float32 are computed as accurately as ``mu`` near 0.
+
+    Args:
+        mu: Means of the converged losses, shape (n,).
+        sigma: Standard deviations, shape (n,).
+        mask: Candidates to consider, shape (n,), bool; all when None.
+
+    Returns:
+        :class:`ProblemStatus` ``(ok, reason, num_valid, num_invalid)``, scalars.
+
+    Raises:
+        ValueError: as :func:`prob_best` (shapes; invalid values on concrete inputs).
+        TypeError: as :func:`prob_best` (dtypes, float16 / bfloat16 included).
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> from jaxstop.confidence import problem_status
+        >>> mu = jnp.array([1e6, 1e6 + 0.003, 1e6 + 0.006], jnp.float32)  # one float32 value
+        >>> st = problem_status(mu, jnp.full(3, 1e-3, jnp.float32))
+        >>> bool(st.ok), int(st.reason)   # Reason.UNREPRESENTABLE
+        (False, 3)
+        >>> bool(problem_status(mu, jnp.full(3, 1e3, jnp.float32)).ok)   # spacing 0.06 << sigma
+        True
+    """
+    mu, sigma, mask = prepare(mu, sigma, mask)
+    return _problem_status_impl(mu, sigma, mask)
+
+
 def prob_best(mu: ArrayLike, sigma: ArrayLike, mask: ArrayLike | None = None) -> jax.Array:
     """Probability that each candidate has the lowest converged loss.
 
@@ -133,7 +197,21 @@ def prob_best(mu: ArrayLike, sigma: ArrayLike, mask: ArrayLike | None = None) ->
     (below 1e-12 except with ``sigma`` 1e-3 of the others) and 6.7e-7 in
     float32, the latter including the rounding of the inputs to float32. With
     ``sigma`` over 6 decades the float64 error is ~1e-8, over 9 decades
-    ~1e-4.
+    ~1e-4. The integral is taken in standard units (shifted by the lowest valid
+    ``mu``, scaled by the largest valid ``sigma``; the probabilities do not change),
+    so the units of the input do not matter: ``mu`` near 1e6 with ``sigma = 1e-3``
+    (float64) or ``sigma = 3e38`` (float32) are as accurate as ``mu`` near 0.
+
+    Bad values, padding, dtypes: entries where ``mask`` is False are padding and
+    may hold anything (NaN, inf, junk): they get exactly 0 and have exactly no effect.
+    A NaN / inf ``mu`` or a non-finite or non-positive ``sigma`` where ``mask`` is
+    True raises on concrete inputs; inside ``jax.jit`` the candidate is treated as
+    padding. The result is finite and sums to 1 over the valid candidates (all zeros
+    when there is none). It is a bare array without a status:
+    :func:`problem_status` says whether the problem was computed as given
+    (``keep_count`` reports the same in ``KeepCount.ok`` / ``reason``), in particular
+    whether the dtype could represent it at all (``Reason.UNREPRESENTABLE``, e.g.
+    float32 ``mu = [1e6, 1e6 + 0.003]``, one float32 number, with ``sigma = 1e-3``).
 
     Args:
         mu: Means of the converged losses, shape (n,).
@@ -142,12 +220,13 @@ def prob_best(mu: ArrayLike, sigma: ArrayLike, mask: ArrayLike | None = None) ->
             candidates get exactly 0 and have exactly no effect on the others.
 
     Returns:
-        Probabilities, shape (n,), dtype of the promoted inputs.
+        Probabilities, shape (n,), dtype of the promoted inputs (float32 or float64).
 
     Raises:
         ValueError: on shape mismatches, or (concrete inputs only) a non-finite
             ``mu`` or a non-positive / non-finite ``sigma`` under the mask.
-        TypeError: on non-real dtypes or a non-boolean mask.
+        TypeError: on non-real dtypes, float16 / bfloat16 (naming the argument) or a
+            non-boolean mask.
 
     Example:
         >>> import jax.numpy as jnp
@@ -170,7 +249,9 @@ def confidence_curve(
     the probability that the best converged loss is among the first ``k``:
     ``curve[k - 1] = sum(prob_best(mu, sigma, mask)[order[:k]])``. The curve is
     nondecreasing, ``P_{n_valid} = 1`` exactly and stays at 1 over the masked
-    tail; it is all zeros when no candidate is valid.
+    tail; it is all zeros when no candidate is valid. Bad values, padding, units
+    and dtypes as in :func:`prob_best` (padding has no effect and ranks last;
+    float16 / bfloat16 raise ``TypeError``); the status is :func:`problem_status`.
 
     Args:
         mu: Means of the converged losses, shape (n,).
@@ -179,6 +260,9 @@ def confidence_curve(
 
     Returns:
         ``ConfidenceCurve(curve, order)``, each of shape (n,); ``order`` int32.
+
+    Raises:
+        ValueError, TypeError: as :func:`prob_best`.
 
     Example:
         >>> import jax.numpy as jnp
@@ -207,6 +291,8 @@ def leader_curve(mu: ArrayLike, sigma: ArrayLike, mask: ArrayLike | None = None)
     pass gives every ``k``.
     Max abs error against ``scipy.integrate.quad`` on the problems of
     :func:`prob_best` with n <= 20: 4.0e-13 in float64, 4.9e-7 in float32.
+    Bad values, padding, units and dtypes as in :func:`prob_best`; the status
+    is :func:`problem_status`.
 
     Args:
         mu: Means of the converged losses, shape (n,).
@@ -216,6 +302,9 @@ def leader_curve(mu: ArrayLike, sigma: ArrayLike, mask: ArrayLike | None = None)
 
     Returns:
         ``ConfidenceCurve(curve, order)``.
+
+    Raises:
+        ValueError, TypeError: as :func:`prob_best`.
 
     Example:
         >>> import jax.numpy as jnp
@@ -241,8 +330,11 @@ def prob_better(
     ``Pr(l_j > l_k) = Phi((mu_k - mu_j) / ...)``, which is ``Pr(l_j < l_k)``; the
     direction here is the one the SS+ rule needs.) When both ``sigma`` are 0 the
     comparison is deterministic: 1 if ``mu_b >= mu_a`` else 0. Arguments
-    broadcast; inside ``jax.jit`` an invalid pair (non-finite ``mu``, negative
-    or non-finite ``sigma``) gives 0.
+    broadcast. A non-finite ``mu`` or a negative or non-finite ``sigma`` raises
+    ``ValueError`` on concrete inputs; inside ``jax.jit`` such a pair gives 0 (its
+    values are made inert before any arithmetic, so derivatives stay finite too).
+    The result is a bare array: ``jnp.isfinite(mu_a) & ...`` is its status.
+    float16 / bfloat16 raise ``TypeError`` naming the argument.
 
     Args:
         mu_a: Mean of ``a``'s converged loss, any shape.
@@ -290,6 +382,7 @@ def prob_better(
 def _prob_better_impl(ma, sa, mb, sb):
     ok = jnp.isfinite(ma) & jnp.isfinite(mb) & jnp.isfinite(sa) & jnp.isfinite(sb)
     ok = ok & (sa >= 0) & (sb >= 0)
+    ma, mb, sa, sb = (checks.inert_rows(v, ok, 0.0) for v in (ma, mb, sa, sb))
     s = jnp.hypot(sa, sb)
     pos = s > 0
     z = (mb - ma) / jnp.where(pos, s, 1.0)

@@ -15,6 +15,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.typing import ArrayLike
 
+from jaxstop._src import checks
+from jaxstop._src.status import Reason, all_finite, first_reason
 from jaxstop.confidence._curves import curve_from_sorted, normalise, sort_order
 from jaxstop.confidence._quadrature import leader_kernel, prob_best_kernel
 from jaxstop.confidence._validate import is_concrete, prepare, prepare_delta, real_array, valid_mask
@@ -45,11 +47,19 @@ class KeepCount(NamedTuple):
             non-finite ``mu`` or a non-finite or non-positive ``sigma``, int32.
         num_bad_delta: Valid candidates whose ``delta_sigma`` was not finite and
             was replaced by 0 (no shrinkage), int32 scalar.
-        ok: Whether no input value was invalid (``num_invalid == 0``,
-            ``num_bad_delta == 0``, a finite ``round_budget``) and the result is finite
-            (``tau``, ``curve``, ``cost``, ``gain``, ``zeta``), bool scalar. Invalid
-            values inside ``jax.jit`` are masked out or replaced (see above), so a
-            result with ``ok`` False is still usable; ``ok`` says that it had to be.
+        ok: Whether the result was computed from the problem as given and holds
+            finite, representable values (``reason == Reason.OK``), bool scalar.
+            Invalid values inside ``jax.jit`` are masked out or replaced (see above),
+            so a result with ``ok`` False is still finite and usable; ``ok`` says that
+            it had to be.
+        reason: Why ``ok`` is False, an int32 code of ``jaxstop._src.status.Reason``
+            (the first that applies): ``BAD_INPUT`` (``num_invalid > 0``,
+            ``num_bad_delta > 0`` or a non-finite ``round_budget``), ``EMPTY`` (no valid
+            candidate), ``UNREPRESENTABLE`` (the dtype cannot carry the problem: the
+            float spacing of a relevant ``mu`` above ``2^-10`` of its ``sigma``, spreads
+            beyond the dtype's range, or a shrunk ``sigma`` that overflowed; see the
+            package docstring), ``NOT_FINITE`` (a non-finite value in ``tau``, ``curve``,
+            ``cost``, ``gain`` or ``zeta``); ``OK`` (0) otherwise.
     """
 
     k: jax.Array
@@ -65,6 +75,7 @@ class KeepCount(NamedTuple):
     num_invalid: jax.Array
     num_bad_delta: jax.Array
     ok: jax.Array
+    reason: jax.Array
 
 
 def _shrunk(sigma, delta):
@@ -72,17 +83,23 @@ def _shrunk(sigma, delta):
 
 
 def _zeta_sorted(mu_s, sigma_s, valid_s, delta_s):
+    """``(zeta, unrepresentable)`` for candidates sorted by mu: zeta for k = 1..n, and whether
+    the problem before or after the shrinkage could not be represented (:func:`standardise`)."""
     n = mu_s.shape[0]
+    sigma_s = checks.inert_rows(sigma_s, valid_s, 1.0)
     both = jnp.stack([sigma_s, _shrunk(sigma_s, delta_s)])
-    before, after = jax.vmap(leader_kernel, in_axes=(None, 0, None))(mu_s, both, valid_s)
+    (before, after), unrep = jax.vmap(leader_kernel, in_axes=(None, 0, None))(mu_s, both, valid_s)
     k = jnp.arange(1, n + 1)
     num_valid = jnp.sum(valid_s)
-    return jnp.where((k >= 2) & (k <= num_valid), after - before, jnp.zeros_like(before))
+    zeta_k = jnp.where((k >= 2) & (k <= num_valid), after - before, jnp.zeros_like(before))
+    return zeta_k, jnp.any(unrep)
 
 
 def _clean_delta(delta, valid):
+    """``delta`` with non-finite entries (and every padded row) inert at 0, and the number
+    of valid candidates whose ``delta`` was not finite."""
     ok = jnp.isfinite(delta)
-    return jnp.where(ok, delta, jnp.zeros_like(delta)), jnp.sum(valid & ~ok).astype(jnp.int32)
+    return checks.inert_rows(delta, valid & ok, 0.0), jnp.sum(valid & ~ok).astype(jnp.int32)
 
 
 @jax.jit
@@ -90,7 +107,7 @@ def _zeta_impl(mu, sigma, delta, mask):
     valid = valid_mask(mu, sigma, mask)
     delta, _ = _clean_delta(jnp.broadcast_to(delta, mu.shape), valid)
     order = sort_order(mu, valid)
-    return _zeta_sorted(mu[order], sigma[order], valid[order], delta[order])
+    return _zeta_sorted(mu[order], sigma[order], valid[order], delta[order])[0]
 
 
 def _choose_k(cost, gain, curve, num_valid, rule: str):
@@ -141,7 +158,9 @@ def _keep_count_impl(mu, sigma, delta, round_budget, mask, rule):
     p = normalise(prob_best_kernel(mu, sigma, valid))
     p_s = p[order]
     curve = curve_from_sorted(p_s, num_valid)
-    zeta_k = _zeta_sorted(mu[order], sigma[order], valid[order], delta[order])
+    # unrep: the problem before or after the shrinkage is not representable (prob_best
+    # integrates the same problem as the first, in another order)
+    zeta_k, unrep = _zeta_sorted(mu[order], sigma[order], valid[order], delta[order])
 
     k = jnp.arange(1, n + 1, dtype=jnp.int32)
     in_range = k <= num_valid
@@ -156,7 +175,13 @@ def _keep_count_impl(mu, sigma, delta, round_budget, mask, rule):
     k_keep, k_star, tau = _choose_k(cost, gain, curve, num_valid, rule)
     keep_sorted = jnp.arange(n) < k_keep
     keep = jnp.zeros((n,), bool).at[order].set(keep_sorted)
-    finite = jnp.isfinite(tau) & jnp.all(jnp.isfinite(jnp.stack([curve, cost, gain, zeta_k])))
+    finite = all_finite(tau, curve, cost, gain, zeta_k)
+    reason = first_reason(
+        ((num_invalid > 0) | (num_bad_delta > 0) | ~r_finite, Reason.BAD_INPUT),
+        (num_valid == 0, Reason.EMPTY),
+        (unrep, Reason.UNREPRESENTABLE),
+        (~finite, Reason.NOT_FINITE),
+    )
     return KeepCount(
         k=k_keep,
         tau=tau,
@@ -170,7 +195,8 @@ def _keep_count_impl(mu, sigma, delta, round_budget, mask, rule):
         num_valid=num_valid,
         num_invalid=num_invalid,
         num_bad_delta=num_bad_delta,
-        ok=(num_invalid == 0) & (num_bad_delta == 0) & r_finite & finite,
+        ok=reason == int(Reason.OK),
+        reason=reason,
     )
 
 
@@ -189,6 +215,14 @@ def zeta(
     A negative ``delta_sigma`` (uncertainty that grows with training) gives a
     negative ``zeta``. Ranks follow ``confidence_curve(mu, sigma, mask).order``.
 
+    Bad values, padding, units and dtypes as in :func:`prob_best` (padding, and inside
+    ``jax.jit`` invalid candidates, have exactly no effect); a non-finite
+    ``delta_sigma`` raises on concrete inputs and counts as 0 inside ``jax.jit``. Both
+    leader curves are integrated in standard units. The result is a bare array:
+    :func:`keep_count` reports the status of the same computation (``KeepCount.ok``,
+    ``reason``), including a shrunk ``sigma`` that overflowed; the result is finite
+    whatever the inputs. float16 / bfloat16 raise ``TypeError`` naming the argument.
+
     Args:
         mu: Means of the converged losses, shape (n,).
         sigma: Standard deviations, shape (n,), positive.
@@ -199,6 +233,11 @@ def zeta(
 
     Returns:
         ``zeta`` for ``k = 1..n``, shape (n,).
+
+    Raises:
+        ValueError: on shapes, and on concrete inputs on invalid values (as
+            :func:`prob_best`; a non-finite ``delta_sigma`` under the mask).
+        TypeError: on non-real dtypes and float16 / bfloat16 (naming the argument).
 
     Example:
         >>> import jax.numpy as jnp
@@ -275,9 +314,27 @@ def keep_count(
         mask: Candidates in play, shape (n,), bool; all when None.
         rule: ``"argmax"`` or ``"crossing"``, see above.
 
+    Bad values, padding, units and dtypes: entries where ``mask`` is False are
+    padding and may hold anything in ``mu``, ``sigma`` and ``delta_sigma``: they are
+    made inert before any arithmetic and have exactly no effect. On concrete inputs a
+    NaN / inf ``mu``, a non-finite or non-positive ``sigma`` or a non-finite
+    ``delta_sigma`` under the mask, or a negative / non-finite ``round_budget`` raise
+    ``ValueError``; inside ``jax.jit`` such candidates are left out (``num_invalid``),
+    such ``delta_sigma`` count as 0 (``num_bad_delta``), such a budget as 0, and
+    ``ok`` is False with ``reason = BAD_INPUT``. All integrals are taken in standard
+    units (see :func:`prob_best`); a problem the dtype cannot represent gives
+    ``reason = UNREPRESENTABLE``. Every field is finite whatever the inputs, and
+    ``ok`` is never True with a non-finite value. float16 / bfloat16 raise
+    ``TypeError`` naming the argument.
+
     Returns:
         :class:`KeepCount` with ``k``, ``tau``, ``k_star``, the keep mask,
-        the per-k ``cost``, ``gain``, ``zeta`` and ``curve``, and the status ``ok``.
+        the per-k ``cost``, ``gain``, ``zeta`` and ``curve``, and the status ``ok``
+        and ``reason``.
+
+    Raises:
+        ValueError: on shapes, an unknown ``rule`` and (concrete inputs) invalid values.
+        TypeError: on non-real dtypes and float16 / bfloat16 (naming the argument).
 
     Example:
         >>> import jax.numpy as jnp

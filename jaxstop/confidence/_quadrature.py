@@ -18,10 +18,10 @@ import jax.numpy as jnp
 import numpy as np
 from jax import custom_batching, lax
 
-from jaxstop._src import numerics
+from jaxstop._src import checks, numerics
+from jaxstop.confidence._standardise import C as _C  # window half-width: 2 Phi(-9) ~ 2e-19
+from jaxstop.confidence._standardise import standardise
 
-# Half-width of the integration window in standard deviations: 2 Phi(-9) ~ 2e-19.
-_C = 9.0
 # Candidates per block of prob_best, which evaluates (nodes, block) tiles block by
 # block over the relevant candidates only. On CPU about n / 8, between 32 and 256
 # (little wasted work in the last block, tiles stay in cache); 2,048 on accelerators.
@@ -67,6 +67,15 @@ def _graded(length, h, levels: int, order: int, descending: bool = False):
     Returns distances from 0 and weights, each of shape (levels + 1) * order,
     panel by panel from the far end; within a panel ascending, or with
     ``descending`` descending (all distances then descend).
+
+    Every weight is ``>= 0`` by construction, whatever the rounding: a panel's width
+    is ``hi_l (1 - r)`` (the last one ``hi_levels``), a product of non-negative
+    factors, never a difference of two boundaries. (A difference ``hi_l - hi_{l+1}``
+    is exactly 0 for the empty panels of a short ``length``, but XLA may evaluate the
+    two boundaries in different fused kernels, where they can round apart by an ulp:
+    in float32 under ``vmap`` that gave widths of ``-4e-9``, whose logarithm in
+    :func:`leader_kernel` was NaN.) A boundary and a width may still round apart by an
+    ulp; that moves a node by an ulp, not the sign of a weight.
     """
     dtype = length.dtype
     t, w = _gauss_legendre(order)
@@ -75,13 +84,18 @@ def _graded(length, h, levels: int, order: int, descending: bool = False):
     t = jnp.asarray(t, dtype)
     w = jnp.asarray(w, dtype)
     tiny = jnp.finfo(dtype).tiny
-    safe = jnp.maximum(length, tiny)
-    ratio = jnp.clip(_FINEST * h / safe, tiny, 1.0)
-    log_r = jnp.log(ratio) / levels
+    length = jnp.maximum(length, 0.0)
+    # r^levels = finest / length where the window is longer than the finest panel, else 1
+    # (one panel); the division only where it is taken, so derivatives stay finite
+    finest = _FINEST * h
+    graded = length > finest
+    ratio = jnp.where(graded, finest / jnp.where(graded, length, 1.0), 1.0)
+    log_r = jnp.log(jnp.maximum(ratio, tiny)) / levels
+    r = jnp.minimum(jnp.exp(log_r), 1.0)
     ell = jnp.arange(levels + 1, dtype=dtype)
-    hi = jnp.where(length > 0, length * jnp.exp(ell * log_r), 0.0)
+    hi = length * jnp.exp(ell * log_r)
     lo = jnp.concatenate([hi[1:], jnp.zeros((1,), dtype)])
-    width = hi - lo
+    width = hi * jnp.concatenate([jnp.broadcast_to(1.0 - r, (levels,)), jnp.ones((1,), dtype)])
     # lo + width * t as a matrix product: XLA:CPU fuses the elementwise form into the
     # (nodes x candidates) work that consumes the nodes and rebuilds the rule at every
     # element there (twice the time of the whole quadrature at n = 10).
@@ -106,10 +120,8 @@ def block_size(n: int) -> int:
 
 
 def _safe_params(mu, sigma, valid):
-    dtype = mu.dtype
-    mu = jnp.where(valid, mu, jnp.zeros((), dtype))
-    sigma = jnp.where(valid, sigma, jnp.ones((), dtype))
-    return mu, sigma
+    """Padded rows inert before any arithmetic: ``mu = 0``, ``sigma = 1`` there."""
+    return checks.inert_rows(mu, valid, 0.0), checks.inert_rows(sigma, valid, 1.0)
 
 
 # --------------------------------------------------------------------------
@@ -353,9 +365,19 @@ def _prob_best_rows_vmap(axis_size, in_batched, mu, sigma, valid):
     return out.reshape((axis_size, rows) + out.shape[1:]), True
 
 
-@jax.custom_jvp
 def prob_best_kernel(mu, sigma, valid):
-    """p_i for every candidate, shape (n,); exact zeros for invalid ones. Unnormalised."""
+    """p_i for every candidate, shape (n,); exact zeros for invalid ones. Unnormalised.
+
+    The problem is integrated in standard units (:func:`standardise`): the result does not
+    depend on the units of ``mu`` and ``sigma``.
+    """
+    std = standardise(mu, sigma, valid)
+    return _prob_best_standard(std.mu, std.sigma, std.valid)
+
+
+@jax.custom_jvp
+def _prob_best_standard(mu, sigma, valid):
+    """:func:`prob_best_kernel` of a problem already in standard units."""
     return _prob_best_rows(mu[None], sigma[None], valid[None])[0]
 
 
@@ -375,23 +397,28 @@ def _prob_best_dense(mu, sigma, valid):
     return jnp.where(valid, p, jnp.zeros((), dtype))
 
 
-@prob_best_kernel.defjvp
-def _prob_best_kernel_jvp(primals, tangents):
+@_prob_best_standard.defjvp
+def _prob_best_standard_jvp(primals, tangents):
     # Derivatives (forward and reverse mode) come from the loop-free form, O(n x nodes)
     # memory; values from the blocked kernel.
     mu, sigma, valid = primals
     dmu, dsigma, _ = tangents
     _, dp = jax.jvp(lambda m, s: _prob_best_dense(m, s, valid), (mu, sigma), (dmu, dsigma))
-    return prob_best_kernel(mu, sigma, valid), dp
+    return _prob_best_standard(mu, sigma, valid), dp
 
 
 def leader_kernel(mu, sigma, valid):
-    """P_1 among the top k, k = 1..n, for candidates already sorted by mu (valid first).
+    """``(P_1 among the top k for k = 1..n, unrepresentable)`` for candidates already sorted
+    by mu (valid first); ``unrepresentable`` is :func:`standardise`'s verdict on the problem.
 
     One sequential pass over the candidates carries the running log-survival
     sum at every node (O(nodes) memory), which on CPU is faster than blocked
-    cumulative sums and compiles faster too.
+    cumulative sums and compiles faster too. The problem is integrated in standard
+    units (:func:`standardise`); panels of zero width carry weight 0 (log weight
+    ``-inf``, never NaN: :func:`_graded`'s widths are non-negative).
     """
+    std = standardise(mu, sigma, valid)
+    mu, sigma, valid = std.mu, std.sigma, std.valid
     dtype = mu.dtype
     n = mu.shape[0]
     levels, order = rule(dtype)
@@ -409,13 +436,16 @@ def leader_kernel(mu, sigma, valid):
     dl, wl = _graded(bstar - a1, h, levels, order)
     dr, wr = _graded(b1 - bstar, h, levels, order)
     x = jnp.concatenate([-dl, dr])  # relative to bstar
-    log_w = jnp.log(jnp.concatenate([wl, wr]))
+    w = jnp.concatenate([wl, wr])
+    log_w = jnp.where(w > 0, jnp.log(jnp.where(w > 0, w, 1.0)), -jnp.inf)
     z0 = (x - (mu0 - bstar)) / s0
     base = log_w - 0.5 * z0 * z0 - jnp.log(s0) - numerics.LOG_SQRT_2PI
     use = valid & (jnp.arange(n) > 0)
-    # +inf: log S = 0 exactly (see prob_best_kernel), for the leader itself and padding
-    m = jnp.where(use, mu - bstar, jnp.inf)
-    inv_s = 1.0 / sigma
+    # the leader itself and padding at a finite far distance with unit scale: log S = 0
+    # exactly, and (unlike +inf) no 0 * inf in derivatives (as in _prob_best_dense)
+    far = jnp.sqrt(jnp.asarray(jnp.finfo(dtype).max, dtype)) / 2
+    m = jnp.where(use, mu - bstar, far)
+    inv_s = jnp.where(use, 1.0 / sigma, 1.0)
 
     def step(cum, cand):
         mj, ij = cand
@@ -423,4 +453,4 @@ def leader_kernel(mu, sigma, valid):
         return cum, jnp.sum(jnp.exp(base + cum))
 
     _, out = lax.scan(step, jnp.zeros(x.shape, dtype), (m, inv_s))
-    return jnp.where(any_valid, out, jnp.zeros_like(out))
+    return jnp.where(any_valid, out, jnp.zeros_like(out)), std.unrepresentable

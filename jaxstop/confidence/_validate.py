@@ -2,7 +2,9 @@
 
 Structure (ranks, shapes, dtypes) raises ``ValueError`` / ``TypeError``; values (NaN
 ``mu``, ``sigma <= 0``, out-of-range ``epochs``) raise only when the arrays are concrete.
-Inside ``jax.jit`` invalid candidates are masked by :func:`valid_mask`.
+Inside ``jax.jit`` invalid candidates are masked by :func:`valid_mask`. Floating dtypes
+other than float32 / float64 (float16, bfloat16) are rejected with a ``TypeError`` naming
+the argument (``checks.check_float_dtype``, the package-wide rule).
 """
 
 from __future__ import annotations
@@ -11,10 +13,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxstop._src.checks import is_concrete
+from jaxstop._src.checks import check_float_dtype, is_concrete
 
 
 def real_array(x, name: str) -> jax.Array | np.ndarray:
+    """``x`` as an array of real numbers (float32, float64 or integer), else ``TypeError``
+    naming ``name``: booleans, complex numbers and float16 / bfloat16 are rejected."""
     # NumPy arrays stay on the host: checking them there and letting the jitted call
     # transfer them costs a few microseconds, a round of eager jnp dispatches ~100.
     # jax arrays pass as they are (jnp.asarray of one costs ~15 us, and np.asarray of the
@@ -27,6 +31,7 @@ def real_array(x, name: str) -> jax.Array | np.ndarray:
         jnp.issubdtype(arr.dtype, jnp.floating) or jnp.issubdtype(arr.dtype, jnp.integer)
     ):
         raise TypeError(f"{name} must be a real (float or integer) array, got dtype {arr.dtype}")
+    check_float_dtype(arr.dtype, name)
     return arr
 
 

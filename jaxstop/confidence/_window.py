@@ -64,7 +64,10 @@ def window_std(
     Fewer than ``window`` losses use those available; non-finite losses are
     left out of the window statistics. Where at most ``ddof`` losses are
     available the result is 0 -- not a valid ``sigma`` for :func:`prob_best`,
-    so such candidates raise (eager) or are masked (jit) downstream.
+    so such candidates raise (eager) or are masked (jit) downstream. NaN / inf
+    losses, and the padding beyond ``epochs``, never enter the arithmetic; the
+    result is finite for finite window values. float16 / bfloat16 losses raise
+    ``TypeError`` naming the argument.
 
     Args:
         losses: Loss curves, shape (n, max_epochs).
@@ -75,6 +78,12 @@ def window_std(
 
     Returns:
         Standard deviations, shape (n,).
+
+    Raises:
+        ValueError: on shapes, ``window`` / ``ddof`` out of range, or (concrete
+            inputs) ``epochs`` outside ``[0, max_epochs]``.
+        TypeError: on non-real ``losses`` (float16 / bfloat16 included) or
+            non-integer ``epochs``.
 
     Example:
         >>> import jax.numpy as jnp
@@ -108,7 +117,7 @@ def window_delta_sigma(
     sigma(t + 1)``, a difference of standard deviations that is then subtracted
     from ``sigma`` in Eq. (6). ``kind="std"`` (default) follows the definition
     and keeps the units of ``sigma``; ``kind="variance"`` returns the literal
-    ``s_{t-1}^2 - s_t^2``.
+    ``s_{t-1}^2 - s_t^2``. Bad values, padding and dtypes as in :func:`window_std`.
 
     Args:
         losses: Loss curves, shape (n, max_epochs).
@@ -120,6 +129,9 @@ def window_delta_sigma(
     Returns:
         ``delta_sigma``, shape (n,); 0 where either window holds at most ``ddof``
         losses.
+
+    Raises:
+        ValueError, TypeError: as :func:`window_std`, and on an unknown ``kind``.
 
     Example:
         >>> import jax.numpy as jnp

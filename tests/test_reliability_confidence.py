@@ -1,0 +1,479 @@
+"""Reliability of jaxstop.confidence: float32 against float64, units, status, dtypes, padding.
+
+Oracles: the float64 computation of the same (float32-rounded) problem, with tolerances
+derived from float32 rounding; scipy.integrate.quad on the defining integral in centred
+units; closed forms; Monte Carlo with 4-standard-error tolerances.
+"""
+
+import itertools
+
+import jax
+import jax.numpy as jnp
+import ml_dtypes
+import numpy as np
+import pytest
+from scipy import integrate, special, stats
+
+from jaxstop import confidence
+from jaxstop._src.status import Reason
+from jaxstop.confidence import _keep, _quadrature
+
+EPS32 = float(np.finfo(np.float32).eps)
+TAIL_CUT = 1e-4 * EPS32 + 2 * special.ndtr(-9.0)  # skipped panels and candidates, per integral
+keep_count_jit = jax.jit(confidence.keep_count)
+problem_status_jit = jax.jit(confidence.problem_status)
+
+
+def quad_prob_best(mu, sigma):
+    """p_i = int pdf_i(x) prod_{j != i} sf_j(x) dx by adaptive quadrature (float64)."""
+    mu, sigma = np.asarray(mu, float), np.asarray(sigma, float)
+    out = np.zeros(len(mu))
+    for i in range(len(mu)):
+        others = np.arange(len(mu)) != i
+        lo, hi = mu[i] - 12 * sigma[i], mu[i] + 12 * sigma[i]
+        hi = min(hi, np.min(mu[others] + 12 * sigma[others])) if others.any() else hi
+        if hi > lo:
+            def f(x, i=i, others=others):
+                log_rest = np.sum(stats.norm.logsf(x, mu[others], sigma[others]))
+                return stats.norm.pdf(x, mu[i], sigma[i]) * np.exp(log_rest)
+            pts = sorted({m + k * s for m, s in zip(mu, sigma) for k in (-3, 0, 3) if lo < m + k * s < hi})
+            out[i] = integrate.quad(f, lo, hi, points=pts or None, limit=2000, epsabs=1e-14, epsrel=1e-12)[0]
+    return out
+
+
+def quad_leader(mu_sorted, sigma_sorted, k):
+    """Pr(X_1 < min(X_2..X_k)) by adaptive quadrature (float64)."""
+    mu, sigma = np.asarray(mu_sorted, float), np.asarray(sigma_sorted, float)
+    lo, hi = mu[0] - 12 * sigma[0], mu[0] + 12 * sigma[0]
+    if k > 1:
+        hi = min(hi, np.min(mu[1:k] + 12 * sigma[1:k]))
+
+    def f(x):
+        return stats.norm.pdf(x, mu[0], sigma[0]) * np.exp(np.sum(stats.norm.logsf(x, mu[1:k], sigma[1:k])))
+
+    return integrate.quad(f, lo, hi, limit=2000, epsabs=1e-14, epsrel=1e-12)[0]
+
+
+# ----------------------------------------------------------------------------
+# float32 against float64
+
+
+def float32_error_bounds(mu, sigma, shrunk, n):
+    """Bounds on the float32 errors of one problem's integrals, against float64 on the same
+    (float32) input. Returns ``(rho, tau)``: an integral ``I`` (a probability, a leader value)
+    is off by at most ``rho * I`` plus a share of ``tau``, where ``tau`` bounds the total over
+    all integrals of one problem.
+
+    * ``rho``, the forward rounding of the node sums: an integrand is ``w_k exp(L_k) h_ki``
+      with ``L_k`` a sum of n log-survivals ``log S(z_j)``. Nodes where some ``z > 5`` carry
+      less than ``S(5) = 2.9e-7`` of any integral (``tau`` takes them); at the others each
+      ``log S`` is within 50 eps: the degree-10 ``erfcx`` polynomial (1e-6 = 8.4 eps, as
+      test_confidence checks), three roundings (exp, division, log), the rounded exponent
+      ``z^2 / 2`` (``eps z^2 / 2 <= 12.5 eps``) and the rounded ``z = (x - m) / s``
+      (``lam(z) |z| eps <= 26 eps``, the hazard ``lam(5) = 5.2``). The hazard ``h_i`` has
+      the same budget, and the normalisation by the total doubles: ``100 (n + 1) eps``.
+    * ``tau``, the rounding of positions: in standard units (``mu' = (mu - c) / s``,
+      ``sigma' = sigma / s``) candidate j sits at ``mu'_j - b'`` relative to the rule, with
+      three roundings of magnitude at most ``|mu'_j| + |b'|``: float32 integrates the
+      problem with ``X_j`` shifted by ``d_j <= eps (|mu'_j| + |b'|)`` and scaled by ``1 + eps``.
+      Any probability of the problem (each ``p_i``, each leader value) then moves by at most
+      the total variation of the shifts, ``sum_j d_j / (sigma'_j sqrt(2 pi)) + 0.5 eps``
+      (``TV(N(0, s^2), N(d, s^2)) <= d / (s sqrt(2 pi))``; a relative scale change r adds
+      at most ``0.5 r``), over the candidates that enter an integral. Plus, per integral,
+      the cuts of the rule (``TAIL_CUT``) and the nodes beyond ``z = 5``: they carry at most
+      ``2 S(5)`` (one factor of the integrand is below ``S(5)``, or ``phi_i`` is beyond 5),
+      off by at most ``rho`` with the budget at ``z = 9`` (the nodes stop at ``z_j = 9``:
+      ``11.4 + 40.5 + 82`` eps per log-survival). Both the ``sigma`` and the shrunk problem
+      count.
+    """
+    tau = 0.0
+    for s_ in (sigma, shrunk):
+        scale = s_.max()
+        mu_s, s_s = (mu - mu.min()) / scale, s_ / scale
+        b = np.min(mu_s + 9 * s_s)
+        lead = np.argmin(mu_s)
+        near = mu_s - 9 * s_s < max(b, 9 * s_s[lead])
+        d = EPS32 * (np.abs(mu_s) + abs(b))
+        tv = np.sum((d / (s_s * np.sqrt(2 * np.pi)) + 0.5 * EPS32)[near])
+        rho9 = 2 * (n + 1) * 134 * EPS32
+        tau = max(tau, tv + n * (TAIL_CUT + 2 * special.ndtr(-5.0) * rho9))
+    return 100 * (n + 1) * EPS32, tau
+
+
+def decision_is_robust(cost, gain, zeta_err, rho, tau, n, budget):
+    """Whether float64's keep decision (rule "argmax") is decided by more than float32
+    rounding, given float64's per-k ``cost`` and ``gain`` and the bound ``zeta_err`` on each
+    float32 zeta (see ``float32_error_bounds``). Returns ``(robust, k)``.
+
+    k* maximises ``F(k) = sum_{j > k} (gain_j - cost_j)``. ``F(k*) - F(k)`` sums the terms
+    between k and k*, and the float32 program's difference sums the same float32 terms, so
+    it is off by at most ``sum_between (rho cost_j + budget zeta_err_j / (j (j - 1))) + tau``
+    plus the rounding of the two cumulative sums (``n eps sum_j |net_j|``). Every k whose F
+    is that close to the maximum could be float32's k*; the decision is robust when all of
+    them keep the same number of candidates.
+
+    k = 1 + #{k' < k* : 1 - P_k' > 1 - P_k*}, the tail sums of the costs summed from the far
+    end. float32's tail sums are sums of non-negative float32 costs, so a gap ``g`` between
+    two of them (the costs ranked between) survives unless float32 loses it: each cost is
+    within ``rho cost + tau``, and each cumulative sum rounds by at most ``n eps / 2`` of
+    itself. A gap of exactly 0 (costs exactly 0) is 0 in float32 too.
+    """
+    j = np.arange(1, n + 1)
+    net = np.where(j >= 2, gain - cost, 0.0)
+    # sums from the far end, one term at a time: the tail sums are monotone by construction
+    f = np.append(np.cumsum(net[::-1])[::-1][1:], 0.0)
+    after = np.append(np.cumsum(cost[::-1])[::-1][1:], 0.0)  # 1 - P_k
+    d_net = np.where(j >= 2, rho * cost + budget * zeta_err / np.maximum(j * (j - 1), 1), 0.0)
+    sums = n * EPS32 * np.abs(net).sum()
+    k_star = max(k for k in range(1, n + 1) if f[k - 1] == f.max())
+
+    def err(k1, k2):
+        lo, hi = sorted((k1, k2))
+        return d_net[lo:hi].sum() + tau + sums
+
+    near = [k for k in range(1, n + 1) if f[k_star - 1] - f[k - 1] <= err(k_star, k)]
+    kept = set()
+    for ks in near:
+        gap = after - after[ks - 1]
+        lost = (j < ks) & (gap > 0) & ((1 - rho) * gap - tau <= n * EPS32 * (after + after[ks - 1]))
+        if lost.any():
+            return False, None
+        kept.add(1 + int(np.sum(after > after[ks - 1])))
+    return len(kept) == 1, kept.pop() if len(kept) == 1 else None
+
+
+def ordinary_problems(seed):
+    """A stream of ordinary float32 problems: 30 candidates, mu in [0.2, 0.4], sigma in
+    [0.005, 0.05], delta_sigma in [0, 0.003], a round budget of 1, 5, 20 or 100."""
+    rng = np.random.default_rng(seed)
+    while True:
+        mu, sigma, delta = (rng.uniform(lo, hi, 30).astype(np.float32)
+                            for lo, hi in ((0.2, 0.4), (0.005, 0.05), (0.0, 0.003)))
+        yield mu, sigma, delta, np.float32(rng.choice([1.0, 5.0, 20.0, 100.0]))
+
+
+def ordinary_problem(seed, t):
+    """The t-th problem (0-based) of ``ordinary_problems(seed)``."""
+    return next(itertools.islice(ordinary_problems(seed), t, None))
+
+
+def test_float32_keep_count_agrees_with_float64():
+    """100 ordinary float32 problems (30 candidates, mu in [0.2, 0.4], sigma in [0.005, 0.05],
+    delta_sigma in [0, 0.003]): every float32 result is finite and ok, its costs and zetas lie
+    within the derived rounding bounds of float64's on the same input, and its k equals
+    float64's wherever float64's decision margin exceeds float32 rounding (the majority)."""
+    n, num = 30, 100
+    kc = confidence.keep_count
+    decided = 0
+    for t, (mu, sigma, delta, budget) in enumerate(itertools.islice(ordinary_problems(2), num)):
+        r32 = kc(mu, sigma, delta, budget)
+        mu64, s64, d64 = (a.astype(np.float64) for a in (mu, sigma, delta))
+        budget = float(budget)
+        r64 = kc(mu64, s64, d64, budget)
+        fields = (r32.tau, r32.curve, r32.cost, r32.gain, r32.zeta)
+        assert all(np.all(np.isfinite(np.asarray(v))) for v in fields), t
+        assert bool(r32.ok) and int(r32.reason) == Reason.OK and bool(r64.ok), t
+        np.testing.assert_array_equal(np.asarray(r32.order), np.asarray(r64.order))
+        shrunk = np.maximum(s64 - d64, 1e-3 * s64)
+        rho, tau = float32_error_bounds(mu64, s64, shrunk, n)
+        cost = np.asarray(r64.cost)
+        assert np.all(np.abs(np.asarray(r32.cost, float) - cost) <= rho * cost + tau), t
+        # zeta = P_1(shrunk) - P_1(sigma): two leader values, each off by rho P_1 + tau, P_1 <= 1
+        zeta_err = 2 * rho + 2 * tau
+        assert np.all(np.abs(np.asarray(r32.zeta, float) - np.asarray(r64.zeta)) <= zeta_err), t
+        robust, k = decision_is_robust(cost, np.asarray(r64.gain), zeta_err, rho, tau, n, budget)
+        if robust:
+            decided += 1
+            assert k == int(r64.k), t  # the oracle's own reading of its numbers
+            assert int(r32.k) == int(r64.k), (t, int(r32.k), int(r64.k))
+    assert decided >= 0.5 * num  # the comparison is not vacuous
+
+
+def test_float32_zeta_with_a_short_leader_window_matches_quad():
+    """An ordinary problem whose shrunk leader window beyond b* is shorter than the finest
+    panel, so the graded rule there is all empty panels but one (zero widths that must stay
+    exactly 0, not -1 ulp, under the vmap over (sigma, shrunk sigma)): float32 zeta against
+    scipy.integrate.quad of the leader probabilities of the same float32 input. Tolerance:
+    the float32 bound of test_float32_keep_count_agrees_with_float64 (``rho P_1 + tau``
+    per leader value), plus 1e-10 for quad's own error."""
+    mu, sigma, delta, _ = ordinary_problem(0, 10)
+    order = np.argsort(mu, kind="stable")
+    m, s, d = (a[order].astype(np.float64) for a in (mu, sigma, delta))
+    shrunk = np.maximum(s - d, 1e-3 * s)
+    b1, bstar = m[0] + 9 * shrunk[0], np.min(m + 9 * shrunk)
+    assert 0 < b1 - bstar < 4 * np.min(shrunk[m - 9 * shrunk < b1])  # shorter than the finest panel
+    z = np.asarray(confidence.keep_count(mu, sigma, delta, np.float32(1.0)).zeta, float)
+    assert np.all(np.isfinite(z))
+    ks = (2, 3, 5, 10, 20, 30)
+    before = np.array([quad_leader(m, s, k) for k in ks])
+    after = np.array([quad_leader(m, shrunk, k) for k in ks])
+    rho, tau = float32_error_bounds(m, s, shrunk, 30)
+    err = np.abs(z[np.array(ks) - 1] - (after - before))
+    np.testing.assert_array_less(err, rho * (before + after) + 2 * tau + 1e-10)
+
+
+def test_float32_rule_truncation_is_below_float32_rounding(monkeypatch):
+    """The float32 rule (12 Gauss-Legendre nodes per panel) against the float64 one (16), both
+    in float64 arithmetic on ordinary problems: they differ by less than 1e-4 eps32, so the
+    float32 / float64 comparisons above measure rounding only."""
+
+    def kernels(mu, sigma, delta):  # prob_best and zeta, as keep_count computes them
+        valid = jnp.ones(mu.shape, bool)
+        order = jnp.argsort(mu, stable=True)
+        p = _quadrature.prob_best_kernel(mu, sigma, valid)
+        return p / jnp.sum(p), _keep._zeta_sorted(mu[order], sigma[order], valid, delta[order])[0]
+
+    probs = [[a.astype(np.float64) for a in ordinary_problem(7, t)[:3]] for t in range(2)]
+    ref = jax.jit(lambda *a: kernels(*a))  # a new function: traced with the rule of the moment
+    ref = [ref(*p) for p in probs]
+    monkeypatch.setattr(_quadrature, "rule", lambda dtype: (12, 12))
+    low = jax.jit(lambda *a: kernels(*a))
+    low = [low(*p) for p in probs]
+    for a, b in zip(jax.tree.leaves(ref), jax.tree.leaves(low)):
+        np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=0, atol=1e-4 * EPS32)
+
+
+# ----------------------------------------------------------------------------
+# units: shift and scale, unrepresentable problems
+#
+# Small problems are padded to PAD candidates with NaN junk on the padded rows, so that the
+# tests below share one compilation per function and dtype (and check inert padding).
+
+PAD = 8
+
+
+def padded(mu, sigma, dtype):
+    """``(mu, sigma, mask)`` of PAD rows: the problem first, NaN / inf junk after it."""
+    k = len(mu)
+    junk_mu = np.array([np.nan, np.inf, -np.inf, 1e30, 0.0, np.nan, -1.0, 5.0][: PAD - k])
+    junk_sigma = np.array([np.nan, -1.0, np.inf, 0.0, 1e30, np.nan, 1.0, -np.inf][: PAD - k])
+    mask = np.arange(PAD) < k
+    mu_p = np.concatenate([np.asarray(mu, float), junk_mu])
+    sigma_p = np.concatenate([np.asarray(sigma, float), junk_sigma])
+    with np.errstate(over="ignore", invalid="ignore"):
+        return mu_p.astype(dtype), sigma_p.astype(dtype), mask
+
+
+def test_large_offsets_and_scales_are_integrated_in_standard_units():
+    """mu near 1e6 with sigma 1e-3 (float64), and float32 problems scaled by 1e30 / 1e-30,
+    against scipy.integrate.quad of the centred problem."""
+    mu0 = np.array([0.0, 0.003, 0.006, 0.002])
+    s0 = np.array([1e-3, 2e-3, 1e-3, 4e-3])
+    oracle = quad_prob_best(mu0, s0)
+    args = padded(1e6 + mu0, s0, np.float64)
+    p = np.asarray(confidence.prob_best(*args))
+    assert bool(confidence.problem_status(*args).ok)
+    # the rounding of 1e6 + mu0 to float64 (~1.2e-10) over sigma 1e-3 moves p by ~5e-8
+    np.testing.assert_allclose(p[:4], oracle, rtol=0, atol=2e-7)
+    assert abs(p.sum() - 1) < 1e-12 and np.all(p[4:] == 0)
+    unit_mu, unit_sigma = (mu0 - 0.003) / 1e-3, s0 / 1e-3
+    for a in (1e30, 1e-30):
+        args = padded(unit_mu * a, unit_sigma * a, np.float32)
+        p32 = np.asarray(confidence.prob_best(*args), float)
+        assert bool(confidence.problem_status(*args).ok)
+        # float32 inputs and arithmetic: within the float32 accuracy of test_confidence (2e-6)
+        np.testing.assert_allclose(p32[:4], oracle, rtol=0, atol=2e-6)
+
+
+def test_float32_below_resolution_and_overflow():
+    """float32 mu = 1e6 + [0, .003, .006] is one number: with sigma 1e-3 the problem is
+    unrepresentable (ok False, reason UNREPRESENTABLE; the probabilities are those of the
+    rounded input: 1/3 each, finite, summing to 1); with sigma = 3e38, where mu + 9 sigma
+    overflows, it is fine (1/3 each, closed form). keep_count says the same."""
+    mu = np.array([1e6, 1e6 + 0.003, 1e6 + 0.006], np.float32)
+    assert np.all(mu == mu[0])
+    for sigma, ok in ((1e-3, False), (3e38, True)):
+        args = padded(mu, np.full(3, sigma), np.float32)
+        p = np.asarray(confidence.prob_best(*args), float)
+        np.testing.assert_allclose(p, [1 / 3] * 3 + [0] * 5, rtol=0, atol=2e-7)
+        st = confidence.problem_status(*args)
+        assert bool(st.ok) == ok
+        assert int(st.reason) == (Reason.OK if ok else Reason.UNREPRESENTABLE)
+        res = keep_count_jit(args[0], args[1], np.float32(0.0), np.float32(1.0), args[2])
+        assert bool(res.ok) == ok and int(res.reason) == int(st.reason)
+        assert int(res.k) == 3  # no gain: every candidate with probability > 0 is kept
+    # the same problem in float64 is representable: quad of the centred problem
+    args = padded(1e6 + np.array([0.0, 0.003, 0.006]), np.full(3, 1e-3), np.float64)
+    assert bool(confidence.problem_status(*args).ok)
+    p64 = np.asarray(confidence.prob_best(*args))[:3]
+    np.testing.assert_allclose(p64, quad_prob_best([0.0, 0.003, 0.006], np.full(3, 1e-3)), rtol=0, atol=2e-7)
+    # means whose difference overflows float32: the far one is beyond every window (p = 0)
+    args = padded([-3e38, 3e38], [1e36, 1e36], np.float32)
+    np.testing.assert_array_equal(np.asarray(confidence.prob_best(*args))[:2], [1.0, 0.0])
+    assert bool(confidence.problem_status(*args).ok)
+    # a mean whose float32 spacing (2e31) dwarfs its sigma: unrepresentable, p still [1, 0]
+    args = padded([-3e38, 3e38], [1.0, 1.0], np.float32)
+    np.testing.assert_array_equal(np.asarray(confidence.prob_best(*args))[:2], [1.0, 0.0])
+    assert int(confidence.problem_status(*args).reason) == Reason.UNREPRESENTABLE
+    # spreads 60 decades apart: sigma / max(sigma) underflows float32
+    args = padded([0.0, 0.0], [1e-30, 1e30], np.float32)
+    st = confidence.problem_status(*args)
+    assert not bool(st.ok) and int(st.reason) == Reason.UNREPRESENTABLE
+    p = np.asarray(confidence.prob_best(*args), float)
+    assert np.all(np.isfinite(p)) and abs(p.sum() - 1) < 1e-6
+
+
+def test_shifted_float32_problem_monte_carlo(rng):
+    """float32 losses near 100 (spacing 7.6e-6, below 2^-10 of the smallest sigma): ok, and
+    the probabilities match Monte Carlo of the rounded input within 4 standard errors plus
+    the float32 accuracy (2e-6)."""
+    mu = (100.0 + np.array([0.0, 0.01, 0.02, 0.05, 0.03])).astype(np.float32)
+    sigma = np.array([0.02, 0.025, 0.03, 0.02, 0.05], np.float32)
+    args = padded(mu, sigma, np.float32)
+    assert bool(confidence.problem_status(*args).ok)
+    p = np.asarray(confidence.prob_best(*args), float)[:5]
+    draws = 1_000_000
+    x = (mu.astype(float) - 100.0) + sigma.astype(float) * rng.standard_normal((draws, 5))
+    freq = np.bincount(np.argmin(x, axis=1), minlength=5) / draws
+    assert np.all(np.abs(freq - p) <= 4 * np.sqrt(p * (1 - p) / draws) + 2e-6)
+
+
+def test_status_inside_jit():
+    """Inside jit: a NaN on a selected row is BAD_INPUT, nothing selected is EMPTY, in
+    problem_status and KeepCount alike; a shrunk sigma that overflows is UNREPRESENTABLE;
+    every field stays finite."""
+    mu, sigma, mask = padded([0.3, 0.31, 0.35, 0.4], np.full(4, 0.02), np.float32)
+    d, r = np.float32(0.001), np.float32(10.0)
+    good = keep_count_jit(mu, sigma, d, r, mask)
+    assert bool(good.ok) and int(good.reason) == Reason.OK
+    assert bool(problem_status_jit(mu, sigma, mask).ok)
+    nan_mu = np.where(np.arange(PAD) == 2, np.nan, mu).astype(np.float32)
+    st = problem_status_jit(nan_mu, sigma, mask)
+    assert not bool(st.ok) and int(st.reason) == Reason.BAD_INPUT and int(st.num_invalid) == 1
+    res = keep_count_jit(nan_mu, sigma, d, r, mask)
+    assert not bool(res.ok) and int(res.reason) == Reason.BAD_INPUT
+    none = np.zeros(PAD, bool)
+    assert int(problem_status_jit(mu, sigma, none).reason) == Reason.EMPTY
+    res = keep_count_jit(mu, sigma, d, r, none)
+    assert not bool(res.ok) and int(res.reason) == Reason.EMPTY and int(res.k) == 0
+    big = np.where(mask, np.float32(3e38), sigma).astype(np.float32)
+    res = keep_count_jit(mu, big, np.float32(-3e38), r, mask)  # sigma - delta = inf
+    assert not bool(res.ok) and int(res.reason) == Reason.UNREPRESENTABLE
+    for v in (res, good, st):
+        assert all(np.all(np.isfinite(np.asarray(x))) for x in jax.tree.leaves(v))
+
+
+# ----------------------------------------------------------------------------
+# unsupported dtypes
+
+
+MU, SIGMA = np.array([0.3, 0.31, 0.35]), np.array([0.02, 0.03, 0.02])
+LOSSES, EPOCHS = np.linspace(1, 0.5, 30).reshape(3, 10), np.array([10, 8, 9])
+CALLS = {  # function, float64 arguments, their names
+    "prob_best": (confidence.prob_best, (MU, SIGMA), ("mu", "sigma")),
+    "confidence_curve": (confidence.confidence_curve, (MU, SIGMA), ("mu", "sigma")),
+    "leader_curve": (confidence.leader_curve, (MU, SIGMA), ("mu", "sigma")),
+    "effective_mask": (confidence.effective_mask, (MU, SIGMA), ("mu", "sigma")),
+    "problem_status": (confidence.problem_status, (MU, SIGMA), ("mu", "sigma")),
+    "zeta": (confidence.zeta, (MU, SIGMA, 0.1 * SIGMA), ("mu", "sigma", "delta_sigma")),
+    "keep_count": (confidence.keep_count, (MU, SIGMA, 0.1 * SIGMA, np.float64(5.0)),
+                   ("mu", "sigma", "delta_sigma", "round_budget")),
+    "prob_best_batch": (confidence.prob_best_batch, (MU[None], SIGMA[None]), ("mu", "sigma")),
+    "confidence_curve_batch": (confidence.confidence_curve_batch, (MU[None], SIGMA[None]), ("mu", "sigma")),
+    "prob_better": (confidence.prob_better, (MU, SIGMA, MU[::-1], SIGMA), ("mu_a", "sigma_a", "mu_b", "sigma_b")),
+    "window_std": (confidence.window_std, (LOSSES, EPOCHS), ("losses",)),
+    "window_delta_sigma": (confidence.window_delta_sigma, (LOSSES, EPOCHS), ("losses",)),
+}
+
+
+def test_every_public_function_is_covered():
+    """CALLS lists every public function of the quadrature, keep-rule, batch and window files."""
+    files = {f"jaxstop.confidence.{m}" for m in ("_curves", "_keep", "_batch", "_window")}
+    public = {name for name in confidence.__all__
+              if callable(obj := getattr(confidence, name)) and not isinstance(obj, type) and obj.__module__ in files}
+    assert public == set(CALLS)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16], ids=["float16", "bfloat16"])
+@pytest.mark.parametrize("name", list(CALLS))
+def test_half_precision_is_rejected_naming_the_argument(name, dtype):
+    fn, args, names = CALLS[name]
+    for i, arg in enumerate(names):
+        bad = list(args)
+        bad[i] = np.asarray(args[i]).astype(dtype)
+        with pytest.raises(TypeError, match=rf"^{arg} has unsupported dtype"):
+            fn(*bad)
+
+
+# ----------------------------------------------------------------------------
+# padding and invalid entries are inert
+
+
+@jax.jit
+def _prob_best_grad(mu, sigma, mask):
+    return jax.grad(lambda m, s: confidence.prob_best(m, s, mask)[0], argnums=(0, 1))(mu, sigma)
+
+
+@pytest.mark.parametrize("junk", [np.nan, np.inf, -np.inf, 3e38, -1.0, 0.0])
+def test_junk_on_padded_and_invalid_rows_is_inert(junk):
+    """NaN / inf / huge / non-positive values on padded rows of mu, sigma and delta_sigma:
+    prob_best, keep_count (which runs every kernel: probabilities, curves, zeta) and the
+    derivative equal their values with other junk there -- the same program, so exactly -- and
+    derivatives stay finite and equal; inside jit the same values on selected rows are left
+    out exactly like padding (BAD_INPUT where the value is invalid)."""
+    mu, sigma, mask = padded([0.30, 0.31, 0.33, 0.36, 0.32], [0.02, 0.03, 0.02, 0.04, 0.01], np.float32)
+    delta = np.where(mask, 0.1 * sigma, np.nan).astype(np.float32)
+
+    def junked(a):
+        return np.where(mask, a, np.float32(junk)).astype(np.float32)
+
+    def everything(mu, sigma, delta, mask):  # keep_count runs every kernel (probabilities, curves, zeta)
+        kc = keep_count_jit(mu, sigma, delta, np.float32(5.0), mask)
+        return confidence.prob_best(mu, sigma, mask), kc, _prob_best_grad(mu, sigma, mask)
+
+    ref = everything(mu, sigma, delta, mask)
+    dirty = everything(junked(mu), junked(sigma), junked(delta), mask)
+    jax.tree.map(lambda a, b: np.testing.assert_array_equal(np.asarray(a), np.asarray(b)), ref, dirty)
+    assert all(np.all(np.isfinite(np.asarray(v))) for v in jax.tree.leaves(dirty))
+    assert bool(dirty[1].ok)
+    if np.isfinite(junk) and junk > 0:
+        return  # a valid (if odd) candidate when selected: nothing more to check
+    everywhere = np.ones(PAD, bool)
+    selected = keep_count_jit(junked(mu), junked(sigma), junked(delta), np.float32(5.0), everywhere)
+    assert not bool(selected.ok) and int(selected.reason) == Reason.BAD_INPUT
+    left_out = keep_count_jit(junked(mu), junked(sigma), junked(delta), np.float32(5.0), mask)
+    np.testing.assert_array_equal(np.asarray(selected.cost), np.asarray(left_out.cost))
+    np.testing.assert_array_equal(np.asarray(selected.zeta), np.asarray(left_out.zeta))
+
+
+def test_float32_derivatives_are_finite_and_match_float64():
+    """d p_0 / d(mu, sigma) in float32 against float64 on the same (float32) input: finite, and
+    within float32 rounding. The derivative sums the node terms of p (``w exp(L) h``) times
+    factors below ``(lam + |z|) / sigma <= 20 / sigma`` at the nodes (hazard <= 10, z <= 9),
+    each term off by ``rho`` relative (see ``float32_error_bounds``): an absolute error below
+    ``20 rho / min(sigma)``; a NaN or a dropped term is off by far more."""
+    mu, sigma, mask = padded([0.30, 0.31, 0.33, 0.36, 0.32], [0.02, 0.03, 0.02, 0.04, 0.01], np.float32)
+    g32 = [np.asarray(g, float) for g in _prob_best_grad(mu, sigma, mask)]
+    g64 = [np.asarray(g) for g in _prob_best_grad(mu.astype(float), sigma.astype(float), mask)]
+    rho = 32 * 6 * EPS32
+    for a, b in zip(g32, g64):
+        assert np.all(np.isfinite(a)) and np.all(a[~mask] == 0)
+        np.testing.assert_allclose(a, b, rtol=0, atol=20 * rho / 0.01)
+    assert np.abs(g64[0]).max() > 1.0  # derivatives of order 1 / sigma: the check is not vacuous
+
+
+def test_prob_better_invalid_pairs_are_inert():
+    """Inside jit an invalid pair gives 0 and a finite (zero) derivative."""
+    f = jax.jit(confidence.prob_better)
+    bad = f(jnp.array([jnp.nan, 0.0, 0.1]), jnp.array([0.1, -1.0, jnp.inf]), 0.5, 0.1)
+    np.testing.assert_array_equal(np.asarray(bad), 0.0)
+    g = jax.grad(lambda m: jnp.sum(confidence.prob_better(m, jnp.array([0.1, jnp.inf]), 0.5, 0.1)))
+    d = np.asarray(jax.jit(g)(jnp.array([0.2, 0.2])))
+    assert np.all(np.isfinite(d)) and d[1] == 0.0
+    # the valid entry's derivative: -phi(z) / s, z = (0.5 - 0.2) / hypot(0.1, 0.1)
+    s = np.hypot(0.1, 0.1)
+    np.testing.assert_allclose(d[0], -stats.norm.pdf(0.3 / s) / s, rtol=1e-12)
+
+
+def test_graded_rule_weights_are_never_negative():
+    """The graded rule of windows shorter than their finest panel, empty or tiny, in float32
+    and float64, vmapped: widths are products of non-negative factors, so weights are >= 0 and
+    sum to the length (closed form, up to the rounding of 13 panels)."""
+    for dtype in (jnp.float32, jnp.float64):
+        lengths = jnp.asarray([7.7e-4, 0.0, 1.0, 3.0, 1e-30, -1e-9], dtype)
+        h = jnp.asarray([7.4e-3, 1.0, 1e-3, 1.0, 1.0, 1.0], dtype)
+        _, w = jax.jit(jax.vmap(lambda a, b: _quadrature._graded(a, b, 12, 12)))(lengths, h)
+        w = np.asarray(w, float)
+        assert np.all(w >= 0)
+        tol = 64 * float(jnp.finfo(dtype).eps)
+        np.testing.assert_allclose(w.sum(axis=1), np.maximum(np.asarray(lengths, float), 0), rtol=tol, atol=0)
