@@ -59,7 +59,7 @@ def test_uq_halving_falls_back_to_the_plain_count_when_delta_sigma_cannot_be_est
     rng = np.random.default_rng(3)
     v = rng.uniform(0.2, 0.6, (n, 1)) + 0.3 * np.exp(-0.1 * np.arange(1, T + 1))[None, :]
     v = v + rng.normal(0, 0.02, v.shape)
-    policy = policies.sh(n, T, uq=True)
+    policy = policies.sh(n, T, uq=True, delta_estimate="window")
     tr = sim.run(policy, sim.CurveTable(jnp.asarray(v)), jax.random.key(0))
     dec = np.asarray(tr.infos.decisions) == 1
     kept, fallback = np.asarray(tr.infos.kept)[dec], np.asarray(tr.infos.fallback)[dec]

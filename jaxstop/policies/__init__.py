@@ -32,6 +32,7 @@ from jaxstop.policies.halving import HalvingInfo as HalvingInfo
 from jaxstop.policies.halving import HalvingParams as HalvingParams
 from jaxstop.policies.halving import HalvingSchedule as HalvingSchedule
 from jaxstop.policies.halving import HalvingBOHBState as HalvingBOHBState
+from jaxstop.policies.halving import HalvingProfileState as HalvingProfileState
 from jaxstop.policies.halving import HalvingState as HalvingState
 from jaxstop.policies.halving import HalvingUQState as HalvingUQState
 from jaxstop.policies.halving import bohb as bohb
@@ -83,6 +84,7 @@ __all__ = [
     "HalvingState",
     "HalvingUQState",
     "HalvingBOHBState",
+    "HalvingProfileState",
     "bohb",
     "halving_schedule",
     "hyperband",

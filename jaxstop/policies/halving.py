@@ -39,36 +39,77 @@ empty: the bracket ends at once, and the best member counts at its last rung.
 Budget that cannot be allocated by the end of a bracket, and epochs allocated to
 jobs whose curves ended first, are *unspent*: for both versions
 ``spent + unspent`` equals the schedule's budget (``HalvingInfo.unspent``), so
-neither ever spends more than :attr:`HalvingSchedule.total_budget`. The UQ
-version leaves budget unspent when its survivors reach ``max_budget`` early.
+neither ever spends more than :attr:`HalvingSchedule.total_budget` (which includes
+the profile of the UQ versions, see below). The UQ version leaves budget unspent when
+its survivors reach ``max_budget`` early.
 
 Uncertainty (``uq=True``)
 -------------------------
 ``report`` keeps every candidate's last ``window + 1`` losses. A candidate's
-``mu`` is its current loss, ``sigma = max(window_std, params.min_sigma)`` over its
-last ``window`` losses (``ddof = 1``, as :func:`jaxstop.confidence.window_std`), and
-``delta_sigma`` is the difference of the previous and the current window's std
-(as :func:`jaxstop.confidence.window_delta_sigma`, Appendix C's on-the-fly
-alternative) unless ``params.delta_sigma`` is finite (e.g. from offline profiling,
-the paper's main method). At the end of a round the next round keeps
-``keep_count(mu, sigma, delta_sigma, R, rule=keep_rule).keep`` with ``R`` the next
-round's budget including the carry (``tau = P_{k*}`` from Eq. 7, and the smallest
-``k`` with ``P_k >= tau``). With fewer than two losses a candidate has no
-uncertainty estimate, and with fewer than three no window estimate of
-``delta_sigma`` (the previous window needs two losses of its own: with two, the
-estimate would be 0, ``zeta`` 0, and the round would keep every candidate with a
-positive probability of being best). A round with such a member (e.g. the first
-rung of a bracket with ``r_0 = 1`` or ``r_0 = 2``) keeps the plain number
-``n_{i+1}``; with a given ``params.delta_sigma`` two losses suffice. Without
-``report`` calls the UQ versions therefore behave like the plain ones.
+``mu`` is its current loss and ``sigma = max(window_std, params.min_sigma)`` over its
+last ``window`` losses (``ddof = 1``, as :func:`jaxstop.confidence.window_std`). At
+the end of a round the next round keeps ``keep_count(mu, sigma, delta_sigma, R,
+rule=keep_rule).keep`` with ``R`` the next round's budget including the carry
+(``tau = P_{k*}`` from Eq. 7, and the smallest ``k`` with ``P_k >= tau``).
+
+``delta_sigma`` -- ``Delta_t sigma`` of Eq. (6), how much one more epoch lowers a
+candidate's ``sigma`` -- comes from the factory's ``delta_estimate`` (Appendix C):
+
+* ``"profile"`` (default; the paper's main method): before its first bracket the
+  policy trains ``num_profile`` (default 3) candidates, drawn uniformly without
+  replacement, from scratch to ``max_budget``, and fits
+  :func:`jaxstop.confidence.delta_sigma_profile` (the phase-wise model of the mean
+  ``sigma(t)``, breakpoints at 6, 50 and 180 of 200 epochs scaled to ``max_budget``) to
+  their curves; a candidate at epoch ``t`` then gets the profile's
+  ``Delta_t sigma = sigma(t) - sigma(t + 1)``, which may be negative. The profiling
+  jobs are the study's first jobs: in the batch protocol one batch, with
+  ``policy.history = max_budget`` so that ``Result.history`` holds each profiled
+  candidate's whole curve (one job at a time, ``report`` collects it). If the fit
+  fails (``Profile.ok`` False: e.g. every profiled curve ended before a phase), the
+  ``"window"`` estimate stands in; ``HalvingInfo.profile_ok`` says which.
+* ``"window"``: Appendix C's on-the-fly alternative, the std of the previous window
+  minus the current one's (:func:`jaxstop.confidence.window_delta_sigma`).
+* ``"window_var"``: the same with the variances, Appendix C's formula as printed:
+  ``(1/delta) sum (l - E)^2`` over the previous window minus over the current one,
+  with ``delta + 1`` the window's losses (``window_delta_sigma(kind="variance")``; in
+  units of ``sigma^2``).
+* ``"offline"``: a given profile, ``params.delta_profile[t - 1]`` (shape
+  ``(max_budget,)``, e.g. ``delta_sigma_profile(...).delta`` from an earlier launch);
+  its NaN entries (the default) fall back to the ``"window"`` estimate.
+
+A finite ``params.delta_sigma`` overrides all of them (one value for every candidate
+and epoch). With fewer than two losses a candidate has no uncertainty estimate, and
+the window estimates need a third (the previous window needs two losses of its own:
+with two, the estimate would be 0, ``zeta`` 0, and the round would keep every
+candidate with a positive probability of being best). A round with a member short of
+what its estimate needs (e.g. the first rung of a bracket with ``r_0 = 1``, or
+``r_0 = 2`` with a window estimate) keeps the plain number ``n_{i+1}``
+(``HalvingInfo.fallback``); with a profile entry (``"profile"``, ``"offline"``) or a
+given ``params.delta_sigma`` two losses suffice. Without ``report`` calls the UQ
+versions therefore behave like the plain ones.
+
+Profiling budget. The profile's ``num_profile * max_budget`` epochs come on top of
+the brackets' budget: the brackets (sizes, round budgets, carry) stay the plain
+schedule's, so SH+ differs from SH only in its keep rule and this known overhead;
+taking the profile from the rounds is not possible in general (SH on 27 candidates and
+27 epochs has 54 epochs after its first rung, a profile of three costs 81). The
+profiled candidates are full evaluations: they count for the incumbent at rung
+``max_budget`` (and, in BOHB, for the model), but they do not join a bracket (a bracket
+draws its rows independently and may train one of them again). ``halving_schedule(...,
+uq=True, num_profile=...)`` includes the profile in ``total_budget``
+(``profile_budget``) and in ``max_jobs`` (``num_profile`` jobs), so
+``policy.limits.max_jobs`` stays a bound and ``spent + unspent = total_budget`` at the
+end of the study (a profiled curve that ends early leaves the rest unspent). For an
+equal budget with the plain version, use ``delta_estimate="offline"`` with a profile
+from an earlier launch, or a window estimate.
 
 Incumbent
 ---------
 ``info.incumbent`` is the configuration the run would return now: the lowest
 loss among the results at the highest nominal rung budget ``r_i`` reached so far
 (over all brackets; complete members that survive into a later rung count at that
-rung with their final loss). Nominal budgets are the plain schedule's, so both
-versions return from the same rung.
+rung with their final loss; profiled candidates count at ``max_budget``). Nominal
+budgets are the plain schedule's, so both versions return from the same rung.
 
 BOHB model
 ----------
@@ -99,11 +140,12 @@ Layout
 This file holds the public factories; the parts live in the private package
 ``_halving/`` (shared with :mod:`jaxstop.policies.subsampling`): ``schedule.py``
 (brackets, rungs, :func:`halving_schedule`), ``engine.py`` (the rung engine: one step
-function per piece of the protocol), ``state.py`` (:class:`HalvingState`,
+function per piece of the one-job protocol), ``batch.py`` (the batch protocol),
+``build.py`` (the policy from a schedule), ``state.py`` (:class:`HalvingState`,
 :class:`HalvingInfo`), ``uncertainty.py`` (the windowed uncertainty and the UQ keep
-decision), ``bohb_density.py`` (BOHB's density-ratio model), ``params.py``
-(:class:`HalvingParams`, shared argument checks) and ``slots.py`` (ranking and sampling
-of slots).
+decision), ``profiling.py`` (the profiling phase, :class:`HalvingProfileState`),
+``bohb_density.py`` (BOHB's density-ratio model), ``params.py`` (:class:`HalvingParams`,
+shared argument checks) and ``slots.py`` (ranking and sampling of slots).
 """
 
 from __future__ import annotations
@@ -113,23 +155,29 @@ from jax.typing import ArrayLike
 from jaxstop._src import checks as _checks
 from jaxstop.policies._base import Policy
 from jaxstop.policies._halving.bohb_density import HalvingBOHBState as HalvingBOHBState
-from jaxstop.policies._halving.engine import halving_policy
+from jaxstop.policies._halving.build import halving_policy
 from jaxstop.policies._halving.state import HalvingInfo as HalvingInfo
 from jaxstop.policies._halving.state import HalvingState as HalvingState
 from jaxstop.policies._halving.params import HalvingParams as HalvingParams
 from jaxstop.policies._halving.params import check_candidates, float_dtype
+from jaxstop.policies._halving.profiling import HalvingProfileState as HalvingProfileState
 from jaxstop.policies._halving.schedule import Bracket as Bracket
 from jaxstop.policies._halving.schedule import HalvingSchedule as HalvingSchedule
+from jaxstop.policies._halving.schedule import DEFAULT_NUM_PROFILE as DEFAULT_NUM_PROFILE
 from jaxstop.policies._halving.schedule import check_common
 from jaxstop.policies._halving.schedule import halving_schedule as halving_schedule
 from jaxstop.policies._halving.uncertainty import HalvingUQState as HalvingUQState
-from jaxstop.policies._halving.uncertainty import check_keep_rule, check_window
+from jaxstop.policies._halving.uncertainty import DELTA_ESTIMATES as DELTA_ESTIMATES
+from jaxstop.policies._halving.uncertainty import check_delta_estimate, check_keep_rule, check_window
 
 __all__ = [
     "Bracket",
+    "DEFAULT_NUM_PROFILE",
+    "DELTA_ESTIMATES",
     "HalvingBOHBState",
     "HalvingInfo",
     "HalvingParams",
+    "HalvingProfileState",
     "HalvingSchedule",
     "HalvingState",
     "HalvingUQState",
@@ -138,6 +186,21 @@ __all__ = [
     "hyperband",
     "sh",
 ]
+
+
+def _uq_options(uq, window, keep_rule, delta_estimate, num_profile):
+    """Checks the UQ options; returns them with the number of profiled candidates for
+    :func:`halving_schedule` (``None``: its default)."""
+    window = check_window(window)
+    keep_rule = check_keep_rule(keep_rule)
+    delta_estimate = check_delta_estimate(delta_estimate)
+    if delta_estimate != "profile" or not uq:
+        if num_profile:
+            raise ValueError('num_profile is an option of uq=True with delta_estimate="profile"')
+        num_profile = 0
+    elif num_profile is not None and num_profile == 0:
+        raise ValueError('delta_estimate="profile" needs num_profile >= 1 (or another delta_estimate)')
+    return window, keep_rule, delta_estimate, num_profile
 
 
 def sh(
@@ -150,6 +213,8 @@ def sh(
     min_budget: int = 1,
     window: int = 10,
     keep_rule: str = "argmax",
+    delta_estimate: str = "profile",
+    num_profile: int | None = None,
     candidates: ArrayLike | None = None,
     dtype=None,
 ) -> Policy:
@@ -173,14 +238,24 @@ def sh(
         window: Losses in the uncertainty window (``uq=True``).
         keep_rule: ``"argmax"`` or ``"crossing"``, see
             :func:`jaxstop.confidence.keep_count`.
+        delta_estimate: How the UQ keep rule gets ``Delta_t sigma`` (module
+            docstring, Uncertainty): ``"profile"`` (default, Appendix C's main
+            method: the policy first trains ``num_profile`` candidates to
+            ``max_budget`` and fits :func:`jaxstop.confidence.delta_sigma_profile`),
+            ``"window"`` (the std difference of two consecutive windows),
+            ``"window_var"`` (Appendix C's variance difference, as printed) or
+            ``"offline"`` (``params.delta_profile``).
+        num_profile: Candidates profiled with ``delta_estimate="profile"`` (default
+            ``min(DEFAULT_NUM_PROFILE, num_configs)`` = 3 on tables of 3 or more rows).
         candidates: Optional configuration vectors of the rows, shape
             (num_configs, d), returned as ``job.x``.
         dtype: Floating dtype of losses in the state (default: JAX's default float).
 
     Returns:
         A :class:`~jaxstop.policies.Policy` with :class:`HalvingParams`; ``report``
-        is None for the plain version. ``halving_schedule("sh", ...).max_jobs``
-        bounds its number of jobs.
+        is None for the plain version. ``policy.limits.max_jobs`` (=
+        ``halving_schedule("sh", ..., uq, num_profile=...).max_jobs``) bounds its
+        number of jobs.
 
     Example:
         >>> import jax, jax.numpy as jnp
@@ -193,12 +268,13 @@ def sh(
         (8, 21, 13)
     """
     num_configs, max_budget, eta, min_budget = check_common(num_configs, max_budget, eta, min_budget)
-    window = check_window(window)
-    keep_rule = check_keep_rule(keep_rule)
+    window, keep_rule, delta_estimate, num_profile = _uq_options(uq, window, keep_rule, delta_estimate, num_profile)
     fdtype = float_dtype(dtype)
     cand = check_candidates(candidates, num_configs, fdtype, False, "sh")
-    sched = halving_schedule("sh", num_configs, max_budget, eta, uq, num_start=num_start, min_budget=min_budget)
-    return halving_policy(sched, num_configs, max_budget, bool(uq), window, keep_rule, cand, fdtype, "uniform", 0)
+    sched = halving_schedule("sh", num_configs, max_budget, eta, uq, num_start=num_start, min_budget=min_budget,
+                             num_profile=num_profile)
+    return halving_policy(sched, num_configs, max_budget, bool(uq), window, keep_rule, cand, fdtype, "uniform", 0,
+                          delta_estimate)
 
 
 def hyperband(
@@ -210,6 +286,8 @@ def hyperband(
     min_budget: int = 1,
     window: int = 10,
     keep_rule: str = "argmax",
+    delta_estimate: str = "profile",
+    num_profile: int | None = None,
     candidates: ArrayLike | None = None,
     dtype=None,
 ) -> Policy:
@@ -222,7 +300,8 @@ def hyperband(
 
     Args:
         num_configs, max_budget, eta, uq, min_budget, window, keep_rule,
-        candidates, dtype: As in :func:`sh`.
+        delta_estimate, num_profile, candidates, dtype: As in :func:`sh` (the
+            profile runs once, before the first bracket).
 
     Returns:
         A :class:`~jaxstop.policies.Policy`; ``halving_schedule("hyperband", ...)``
@@ -240,12 +319,13 @@ def hyperband(
         (8, True)
     """
     num_configs, max_budget, eta, min_budget = check_common(num_configs, max_budget, eta, min_budget)
-    window = check_window(window)
-    keep_rule = check_keep_rule(keep_rule)
+    window, keep_rule, delta_estimate, num_profile = _uq_options(uq, window, keep_rule, delta_estimate, num_profile)
     fdtype = float_dtype(dtype)
     cand = check_candidates(candidates, num_configs, fdtype, False, "hyperband")
-    sched = halving_schedule("hyperband", num_configs, max_budget, eta, uq, min_budget=min_budget)
-    return halving_policy(sched, num_configs, max_budget, bool(uq), window, keep_rule, cand, fdtype, "uniform", 0)
+    sched = halving_schedule("hyperband", num_configs, max_budget, eta, uq, min_budget=min_budget,
+                             num_profile=num_profile)
+    return halving_policy(sched, num_configs, max_budget, bool(uq), window, keep_rule, cand, fdtype, "uniform", 0,
+                          delta_estimate)
 
 
 def bohb(
@@ -258,6 +338,8 @@ def bohb(
     min_budget: int = 1,
     window: int = 10,
     keep_rule: str = "argmax",
+    delta_estimate: str = "profile",
+    num_profile: int | None = None,
     num_samples: int = 64,
     dtype=None,
 ) -> Policy:
@@ -269,8 +351,9 @@ def bohb(
     :func:`hyperband` (BOHB+ uses the UQ-guided keep rule).
 
     Args:
-        num_configs, max_budget, eta, uq, min_budget, window, keep_rule, dtype:
-            As in :func:`sh`.
+        num_configs, max_budget, eta, uq, min_budget, window, keep_rule,
+        delta_estimate, num_profile, dtype: As in :func:`sh` (the profiled
+            candidates are drawn uniformly; their results enter the model).
         candidates: Configuration vectors of the table rows in the unit cube,
             shape (num_configs, d), d >= 1 (required: the model lives on them).
         num_samples: Rows a model-based proposal scores by the density ratio
@@ -293,11 +376,11 @@ def bohb(
         True
     """
     num_configs, max_budget, eta, min_budget = check_common(num_configs, max_budget, eta, min_budget)
-    window = check_window(window)
-    keep_rule = check_keep_rule(keep_rule)
+    window, keep_rule, delta_estimate, num_profile = _uq_options(uq, window, keep_rule, delta_estimate, num_profile)
     num_samples = _checks.positive_int(num_samples, "num_samples")
     fdtype = float_dtype(dtype)
     cand = check_candidates(candidates, num_configs, fdtype, True, "bohb")
-    sched = halving_schedule("bohb", num_configs, max_budget, eta, uq, min_budget=min_budget)
+    sched = halving_schedule("bohb", num_configs, max_budget, eta, uq, min_budget=min_budget,
+                             num_profile=num_profile)
     return halving_policy(sched, num_configs, max_budget, bool(uq), window, keep_rule, cand, fdtype, "tpe",
-                           num_samples)
+                          num_samples, delta_estimate)

@@ -20,6 +20,13 @@ their checkpoints). If none wins, the leader trains alone.
   :mod:`jaxstop.policies.halving`. A pair in which either candidate has fewer
   than two losses is compared as in SS.
 
+SS+ needs no ``Delta_t sigma``: the duel of Section 3.5 compares the current
+``(mu, sigma)`` of two candidates and nothing in it predicts how ``sigma`` changes
+with more training (that is the exploitation term of the halving keep rule, Eq. 6).
+So sub-sampling has no ``delta_estimate`` and no profiling phase (profiling would
+spend ``num_profile * max_budget`` epochs on an estimate nothing reads), and it
+ignores ``params.delta_sigma`` and ``params.delta_profile``.
+
 Budget: every job trains ``min(step, max_budget - epochs, budget - spent)``
 epochs; the study terminates when ``budget`` epochs are spent (both versions
 spend exactly ``budget`` unless every candidate becomes complete first). A
@@ -42,7 +49,7 @@ from jax.typing import ArrayLike
 
 from jaxstop import confidence
 from jaxstop.policies._base import Job, Limits, Policy, Result, build_policy, make_job
-from jaxstop.policies._halving.params import HalvingParams, check_candidates, default_params, float_dtype
+from jaxstop.policies._halving.params import HalvingParams, check_candidates, check_params, default_params, float_dtype
 from jaxstop.policies._halving.schedule import halving_schedule
 from jaxstop.policies._halving.slots import first, rank_key, sample_rows
 from jaxstop.policies._halving.uncertainty import check_window, push, uncertainty
@@ -125,7 +132,7 @@ class _Config(NamedTuple):
 
 def _default_params(cfg: _Config) -> HalvingParams:
     """The default :class:`~jaxstop.policies.HalvingParams` (``threshold`` is SS+'s)."""
-    return default_params(cfg.fdtype)
+    return default_params(cfg.fdtype, cfg.max_budget)
 
 
 def _init(cfg: _Config, key, params) -> SubsamplingState:
@@ -299,4 +306,5 @@ def subsampling(
     cfg = _Config(num_configs, max_budget, uq, window, sched.num_start, sched.step, sched.total_budget, cand,
                   fdtype)
     return build_policy(cfg, init=_init, ask=_ask, report=_report if uq else None, tell=_tell,
-                        default_params=_default_params, limits=Limits(num_configs, sched.max_jobs))
+                        default_params=_default_params, check_params=check_params,
+                        limits=Limits(num_configs, sched.max_jobs))

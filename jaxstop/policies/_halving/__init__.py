@@ -7,7 +7,10 @@ Private to :mod:`jaxstop.policies`; the public factories are in ``halving.py`` a
 * ``params``: the numeric hyperparameters (``HalvingParams``) and their defaults.
 * ``state``: the policy state (core fields plus the UQ and BOHB sub-states) and its info.
 * ``engine``: the rung engine's step functions (start a bracket, record, keep, promote).
+* ``batch``: the batch protocol (a round, or the profiling phase, asked and told at once).
+* ``build``: the policy from a schedule (``halving_policy``).
 * ``uncertainty``: the UQ part of SH+ / HB+ / BOHB+ / SS+ (windowed sigma, keep inputs).
+* ``profiling``: the profiling phase of the UQ policies (``delta_estimate="profile"``).
 * ``bohb_density``: BOHB's density-ratio proposals (good over bad kernel densities).
 * ``slots``: ranking and sampling helpers over fixed-size slots.
 """

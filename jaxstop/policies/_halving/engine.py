@@ -1,13 +1,16 @@
 """The rung engine shared by SH, Hyperband and BOHB, plain or UQ-guided.
 
-:func:`halving_policy` turns a :class:`~jaxstop.policies._schedule.HalvingSchedule`
-into a :class:`~jaxstop.policies.Policy` (:func:`~jaxstop.policies._base.build_policy`).
+:func:`~jaxstop.policies._halving.build.halving_policy` turns a
+:class:`~jaxstop.policies._halving.schedule.HalvingSchedule` into a
+:class:`~jaxstop.policies.Policy` (:func:`~jaxstop.policies._base.build_policy`).
 The steps are module-level functions of the policy's static description
 (:class:`Engine`, the static configuration) and the state: :func:`start_bracket`,
-:func:`record` (one result), :func:`keep_inputs` / :func:`apply_keep` (the keep
-decision at the end of a round), :func:`end_bracket`, and the protocol's :func:`init`,
-:func:`ask`, :func:`report` and :func:`tell`. Outside ``jit`` each piece runs compiled
-once per engine (:func:`~jaxstop.policies._base.jit_step`) and :func:`tell_eager` calls
+:func:`record` (one result), :func:`record_profile` (one profiling result),
+:func:`keep_inputs` / :func:`apply_keep` (the keep decision at the end of a round),
+:func:`end_bracket`, and the one-job protocol's :func:`init`, :func:`ask`,
+:func:`report` and :func:`tell` (the batch protocol is in ``batch.py``). Outside
+``jit`` each piece runs compiled once per engine
+(:func:`~jaxstop.policies._base.jit_step`) and :func:`tell_eager` calls
 :func:`jaxstop.confidence.keep_count` directly, so eager calls stay cheap (the rules are
 in the docstring of :mod:`jaxstop.policies.halving`).
 """
@@ -24,17 +27,16 @@ from jax import lax
 from jaxstop import confidence
 from jaxstop._src import checks as _checks
 from jaxstop.policies._halving import bohb_density as _bohb_density
+from jaxstop.policies._halving import profiling as _profiling
 from jaxstop.policies._halving import uncertainty as _uncertainty
-from jaxstop.policies._base import (Incumbent, Job, Limits, Policy, Result, build_policy, improves, jit_step, make_job,
-                                    update_incumbent)
+from jaxstop.policies._base import Incumbent, Job, Result, improves, jit_step, make_job, update_incumbent
 from jaxstop.policies._halving.state import HalvingInfo, HalvingState
-from jaxstop.policies._halving.params import default_params
-from jaxstop.policies._halving.schedule import HalvingSchedule, RoundTable, round_jobs, round_table
+from jaxstop.policies._halving.schedule import RoundTable
 from jaxstop.policies._halving.slots import first, rank_key, ranks, sample_rows
 
-__all__ = ["Engine", "apply_keep", "ask", "ask_batch", "end_bracket", "halving_policy", "init", "keep_inputs",
-           "record", "record_batch", "report", "start_bracket", "tell", "tell_batch", "tell_eager",
-           "track_incumbent"]
+__all__ = ["Engine", "apply_keep", "ask", "delta_table", "end_bracket", "finish", "info", "init", "keep_inputs",
+           "record", "record_profile", "report", "start_bracket", "tell", "tell_eager", "track_incumbent",
+           "uq_stats", "where"]
 
 
 class Engine(NamedTuple):
@@ -57,6 +59,12 @@ class Engine(NamedTuple):
         keep_rule: ``rule`` of :func:`jaxstop.confidence.keep_count`.
         cand: The candidate table, shape (num_configs, d), or None.
         fdtype: Floating dtype of losses.
+        delta_estimate: The UQ versions' estimate of ``Delta_t sigma`` (``"profile"``,
+            ``"window"``, ``"window_var"`` or ``"offline"``).
+        num_profile: Candidates profiled before the first bracket (0 without).
+        batch: Slots of a batch of the batch protocol, ``max(cap, num_profile)``.
+        history: Losses per job the batch protocol reads (``width``, or ``max_budget``
+            when profiling: the profiled candidates' whole curves).
     """
 
     rounds: RoundTable
@@ -75,6 +83,35 @@ class Engine(NamedTuple):
     keep_rule: str
     cand: Any
     fdtype: Any
+    delta_estimate: str = "window"
+    num_profile: int = 0
+    batch: int = 0
+    history: int = 0
+
+
+def where(pred, a, b):
+    """``a`` where ``pred`` else ``b``, leaf by leaf of two pytrees of one structure."""
+    return jax.tree_util.tree_map(lambda x, y: jnp.where(pred, x, y), a, b)
+
+
+def delta_table(e: Engine, s: HalvingState, params):
+    """The profile of ``Delta_t sigma`` the keep rule reads (shape (max_budget,), NaN
+    entries not given), or None: the fitted one with ``"profile"``, ``params.delta_profile``
+    with ``"offline"``."""
+    if e.delta_estimate == "profile":
+        return s.prof.delta
+    if e.delta_estimate == "offline" and params.delta_profile is not None:
+        return jnp.asarray(params.delta_profile).astype(e.fdtype)
+    return None
+
+
+def uq_stats(e: Engine, s: HalvingState, recent, count, params):
+    """(sigma, delta) of every slot (:func:`~jaxstop.policies._halving.uncertainty.uncertainty`
+    with the policy's estimate of ``Delta_t sigma``)."""
+    kind = "variance" if e.delta_estimate == "window_var" else "std"
+    sigma, delta, _ = _uncertainty.uncertainty(recent, count, e.window, params, kind, delta_table(e, s, params),
+                                               s.epochs)
+    return sigma, delta
 
 
 def _at(arr, g):
@@ -152,7 +189,7 @@ def record(e: Engine, s: HalvingState, job: Job, result: Result, params):
         unspent=(s.unspent + jnp.where(active, s.alloc - cost, 0)).astype(jnp.int32),
     )
     if e.uq:
-        sigma, delta, _ = _uncertainty.uncertainty(s.uq.recent, s.uq.count, e.window, params)
+        sigma, delta = uq_stats(e, s, s.uq.recent, s.uq.count, params)
         s = s._replace(uq=s.uq._replace(sigma=sigma, delta=delta))
     if e.tpe:
         s = s._replace(bohb=_bohb_density.record(
@@ -163,57 +200,29 @@ def record(e: Engine, s: HalvingState, job: Job, result: Result, params):
     return s, round_over & ~last, round_over & last
 
 
-def _running_incumbent(e: Engine, s: HalvingState, level, value, ok):
-    """The incumbent after each slot of a batch recorded in slot order by
-    :func:`track_incumbent`: per slot (config, value), shapes (cap,)."""
-    ok = ok & jnp.isfinite(value) & (level >= s.inc_level)
-    higher = level > s.inc_level
-    v = jnp.where(ok, value, jnp.inf)
-    before = jnp.arange(e.cap)[None, :] <= jnp.arange(e.cap)[:, None]
-    best = jnp.argmin(jnp.where(before, v[None, :], jnp.inf), axis=1)  # first strict minimum so far
-    seen = jnp.cumsum(ok) > 0
-    # at the incumbent's level a result must beat it; at a higher rung the first one replaces it
-    takes = seen & (higher | (v[best] < s.incumbent_value))
-    return (jnp.where(takes, s.configs[best], s.inc_config).astype(jnp.int32),
-            jnp.where(takes, v[best], s.incumbent_value).astype(e.fdtype))
-
-
-def record_batch(e: Engine, s: HalvingState, jobs: Job, results: Result, active, params):
-    """Bookkeeping of a batch of results (one per slot, ``active`` marks the real ones):
-    the state :func:`record` leaves after them in slot order. Returns the state,
-    (round over, last round) and the per-slot running values of the infos :func:`tell`
-    would return after each job (incumbent, its value, spent, unspent)."""
-    act = active & ~s.done & s.pending
-    value = jnp.asarray(results.value).astype(e.fdtype)
-    epoch = jnp.asarray(results.epoch).astype(jnp.int32)
-    budget = jnp.asarray(jobs.budget).astype(jnp.int32)
-    start = jnp.clip(jnp.asarray(jobs.start).astype(jnp.int32), 0, epoch)
-    ended = (epoch < budget) | (epoch >= e.max_budget)
-    cost = jnp.where(act, epoch - start, 0)
-    spent = (s.spent + jnp.cumsum(cost)).astype(jnp.int32)
-    unspent = (s.unspent + jnp.cumsum(jnp.where(act, s.alloc, 0) - cost)).astype(jnp.int32)
-    level = _at(e.rounds.level, s.round)
-    inc_config, inc_value = _running_incumbent(e, s, level, value, act)
+def record_profile(e: Engine, s: HalvingState, job: Job, result: Result, params):
+    """Bookkeeping of one profiling result: the budget (``max_budget`` released per job,
+    what the job did not train is unspent), the incumbent at rung ``max_budget`` and
+    BOHB's records; after the last one, the fit of the profile. Returns the state and
+    the info."""
+    slot = s.current
+    p = s.prof
+    active = p.pending[slot]
+    value = jnp.asarray(result.value).astype(e.fdtype)
+    epoch = jnp.asarray(result.epoch).astype(jnp.int32)
+    cost = epoch - jnp.clip(jnp.asarray(job.start).astype(jnp.int32), 0, epoch)
+    p = p._replace(pending=p.pending.at[slot].set(p.pending[slot] & ~active))
+    p = _profiling.fit(p, e.window, active & ~jnp.any(p.pending))
     s = s._replace(
-        epochs=jnp.where(act, epoch, s.epochs),
-        mu=jnp.where(act, value, s.mu),
-        complete=jnp.where(act, s.complete | ended, s.complete),
-        pending=s.pending & ~act,
-        spent=spent[-1],
-        unspent=unspent[-1],
+        prof=p,
+        spent=(s.spent + jnp.where(active, cost, 0)).astype(jnp.int32),
+        unspent=(s.unspent + jnp.where(active, e.max_budget - cost, 0)).astype(jnp.int32),
     )
-    if e.uq:
-        # the losses report() would have pushed: the table's last `width` up to `epoch`
-        recent = jnp.where(act[:, None], jnp.asarray(results.history).astype(e.fdtype), s.uq.recent)
-        count = jnp.where(act, s.uq.count + (epoch - start), s.uq.count).astype(jnp.int32)
-        sigma, delta, _ = _uncertainty.uncertainty(recent, count, e.window, params)
-        s = s._replace(uq=s.uq._replace(recent=recent, count=count, sigma=sigma, delta=delta))
-    ok = act & jnp.isfinite(value)
-    best = jnp.argmin(jnp.where(ok, value, jnp.inf))
-    s = track_incumbent(e, s, level, value[best], s.configs[best], ok[best])
-    round_over = ~s.done & ~jnp.any(s.pending)
-    last = _at(e.rounds.last, s.round)
-    return s, round_over & ~last, round_over & last, (inc_config, inc_value, spent, unspent)
+    config = p.configs[slot]
+    if e.tpe:
+        s = s._replace(bohb=_bohb_density.record(s.bohb, active, config, len(e.rounds.levels) - 1, value))
+    s = track_incumbent(e, s, jnp.asarray(e.max_budget, jnp.int32), value, config, active)
+    return s, info(e, s, False, -1, not e.uq, jnp.nan, 0)
 
 
 def keep_inputs(e: Engine, s: HalvingState, params):
@@ -228,8 +237,9 @@ def apply_keep(e: Engine, s: HalvingState, uq_keep, uq_tau, params):
     budget = (_at(e.rounds.c_next, g) + s.carry).astype(jnp.int32)
     plain_keep = s.member & (ranks(rank_key(s.mu, s.member)) < _at(e.rounds.size_next, g))
     if e.uq:
+        need = _uncertainty.min_losses(params, delta_table(e, s, params), s.epochs)
         keep, fallback, tau = _uncertainty.keep_mask(s.member, s.mu, s.uq, plain_keep, uq_keep, uq_tau, e.fdtype,
-                                                     _uncertainty.min_losses(params))
+                                                     need)
     else:
         fallback = jnp.asarray(True)
         keep = plain_keep
@@ -281,7 +291,8 @@ def end_bracket(e: Engine, s: HalvingState) -> HalvingState:
 
 def init(e: Engine, key, params) -> HalvingState:
     """``init(key, params=None) -> state``: the state before the first job, the first
-    bracket's first round (the key draws every bracket's rows; BOHB proposes them later)."""
+    bracket's first round (the key draws every bracket's rows, BOHB proposes them later;
+    ``fold_in(key, 1)`` draws the profiled candidates)."""
     if e.tpe:
         order = jnp.zeros((e.num_brackets, 0), jnp.int32)
     else:
@@ -306,6 +317,8 @@ def init(e: Engine, key, params) -> HalvingState:
         done=jnp.asarray(False),
         uq=_uncertainty.init_uq_state(e.cap, e.width, e.fdtype),
         bohb=_bohb_density.init_bohb_state(e.num_configs if e.tpe else 0, e.m_rec, e.fdtype),
+        prof=_profiling.init_profile_state(jax.random.fold_in(key, 1), e.num_configs, e.num_profile, e.max_budget,
+                                           e.fdtype),
     )
     return start_bracket(e, s, 0)
 
@@ -313,10 +326,14 @@ def init(e: Engine, key, params) -> HalvingState:
 def ask(e: Engine, key, state: HalvingState, params):
     """``ask(key, state, params=None) -> (job, state)``: the next pending member's job,
     resuming from its checkpoint for the round's allocation (BOHB first proposes the rows
-    of a first rung from its density-ratio model)."""
+    of a first rung from its density-ratio model); while profiling, the next profiled
+    candidate's job from scratch to ``max_budget``."""
     slot = first(state.pending)
     row = state.configs[slot]
     active = state.pending[slot] & ~state.done
+    if e.num_profile:
+        profiling = _profiling.profiling(state.prof)
+        active = active & ~profiling
     if e.tpe:
         fresh = (row < 0) & active
         proposed = lax.cond(
@@ -335,20 +352,28 @@ def ask(e: Engine, key, state: HalvingState, params):
     start = state.epochs[slot]
     budget = start + jnp.where(active, state.alloc, 0)
     x = e.cand[jnp.clip(row, 0, e.num_configs - 1)] if e.cand is not None else jnp.zeros((0,), e.fdtype)
-    return make_job(row, x, budget, start), state._replace(current=slot)
+    job = make_job(row, x, budget, start)
+    if e.num_profile:
+        p = first(state.prof.pending)
+        prow = state.prof.configs[p]
+        px = e.cand[prow] if e.cand is not None else jnp.zeros((0,), e.fdtype)
+        job = where(profiling, make_job(prow, px, e.max_budget, 0), job)
+        slot = jnp.where(profiling, p, slot).astype(jnp.int32)
+    return job, state._replace(current=slot)
 
 
 def report(e: Engine, state: HalvingState, job: Job, epoch, value, params):
     """``report(state, job, epoch, value, params=None) -> (state, False)`` (UQ versions):
-    buffers one loss of the outstanding job for the windowed uncertainty; never stops."""
+    buffers one loss of the outstanding job for the windowed uncertainty (while profiling:
+    stores it in the profiled candidate's curve); never stops."""
     v = jnp.asarray(value).astype(e.fdtype)
     recent, count = _uncertainty.push(state.uq.recent, state.uq.count, state.current, v)
-    return state._replace(uq=state.uq._replace(recent=recent, count=count)), jnp.asarray(False)
-
-
-def _default_params(e: Engine):
-    """The default :class:`~jaxstop.policies.HalvingParams`."""
-    return default_params(e.fdtype)
+    uq = state.uq._replace(recent=recent, count=count)
+    if e.num_profile:
+        on = _profiling.profiling(state.prof)
+        uq = where(on, state.uq, uq)
+        state = state._replace(prof=_profiling.push_loss(state.prof, state.current, jnp.asarray(epoch), v, on))
+    return state._replace(uq=uq), jnp.asarray(False)
 
 
 def _decide(e: Engine, call, s: HalvingState, params):
@@ -366,31 +391,44 @@ def _no_decision(e: Engine, s: HalvingState):
                jnp.zeros((), jnp.int32)), jnp.asarray(False)
 
 
-def _finish(e: Engine, call, s: HalvingState, decided, finished, params):
-    """The end of ``tell``: the keep decision after a round, the next bracket after the
-    last round; returns the state and the info."""
-    s, (kept, fallback, tau, rbudget), empty = _cond(
-        decided, lambda s: _decide(e, call, s, params), lambda s: _no_decision(e, s), s)
-    s = _cond(finished | empty, lambda s: call(end_bracket, s), lambda s: s, s)
-    info = HalvingInfo(
+def info(e: Engine, s: HalvingState, decided, kept, fallback, tau, rbudget) -> HalvingInfo:
+    """The :class:`HalvingInfo` of state ``s`` after a tell with that decision."""
+    return HalvingInfo(
         terminate=s.done,
         incumbent=s.inc_config,
         incumbent_value=s.incumbent_value,
         round=s.round,
         decisions=jnp.asarray(decided, jnp.int32),
-        kept=kept,
-        fallback=fallback,
-        tau=tau,
-        round_budget=rbudget,
+        kept=jnp.asarray(kept, jnp.int32),
+        fallback=jnp.asarray(fallback, bool),
+        tau=jnp.asarray(tau, e.fdtype),
+        round_budget=jnp.asarray(rbudget, jnp.int32),
         spent=s.spent,
         unspent=s.unspent,
+        profile_ok=s.prof.ok,
     )
-    return s, info
+
+
+def finish(e: Engine, call, s: HalvingState, decided, finished, params):
+    """The end of ``tell``: the keep decision after a round, the next bracket after the
+    last round; returns the state and the info."""
+    s, (kept, fallback, tau, rbudget), empty = _cond(
+        decided, lambda s: _decide(e, call, s, params), lambda s: _no_decision(e, s), s)
+    s = _cond(finished | empty, lambda s: call(end_bracket, s), lambda s: s, s)
+    return s, info(e, s, decided, kept, fallback, tau, rbudget)
+
+
+def _tell_rounds(e: Engine, call, state: HalvingState, job: Job, result: Result, params):
+    s, decided, finished = call(record, state, job, result, params)
+    return finish(e, call, s, decided, finished, params)
 
 
 def _tell(e: Engine, call, state: HalvingState, job: Job, result: Result, params):
-    s, decided, finished = call(record, state, job, result, params)
-    return _finish(e, call, s, decided, finished, params)
+    if not e.num_profile:
+        return _tell_rounds(e, call, state, job, result, params)
+    return _cond(_profiling.profiling(state.prof),
+                 lambda s: call(record_profile, s, job, result, params),
+                 lambda s: _tell_rounds(e, call, s, job, result, params), state)
 
 
 def tell(e: Engine, state: HalvingState, job: Job, result: Result, params):
@@ -398,7 +436,8 @@ def tell(e: Engine, state: HalvingState, job: Job, result: Result, params):
     (budget spent, loss, incumbent); at the end of a round keeps the best members (plain
     count ``n_{i+1}``, or UQ-guided: :func:`jaxstop.confidence.keep_count`) and allocates
     the next round's budget; after a bracket's last round starts the next bracket; the
-    study terminates after the last bracket."""
+    study terminates after the last bracket. While profiling it records the profiled
+    candidate's result and, after the last one, fits the profile of ``Delta_t sigma``."""
     return _tell(e, lambda piece, *args: piece(e, *args), state, job, result, params)
 
 
@@ -406,89 +445,3 @@ def tell_eager(static, state: HalvingState, job: Job, result: Result, params):
     """``tell`` outside ``jit``: each piece runs compiled once per engine, the keep decision
     calls :func:`jaxstop.confidence.keep_count` directly, and only the branch taken runs."""
     return _tell(static.value, lambda piece, *args: jit_step(piece)(static, *args), state, job, result, params)
-
-
-def ask_batch(e: Engine, key, state: HalvingState, params):
-    """``ask_batch(key, state, params=None) -> (jobs, active, state)``: every pending member's
-    job of the current round, one per slot (the jobs :func:`ask` returns one at a time)."""
-    active = state.pending & ~state.done
-    start = state.epochs
-    budget = start + jnp.where(active, state.alloc, 0)
-    rows = jnp.clip(state.configs, 0, e.num_configs - 1)
-    x = e.cand[rows] if e.cand is not None else jnp.zeros((e.cap, 0), e.fdtype)
-    return make_job(state.configs, x, budget, start), active, state
-
-
-def tell_batch(e: Engine, state: HalvingState, jobs: Job, results: Result, active, params):
-    """``tell_batch(state, jobs, results, active, params=None) -> (state, infos)``: the
-    results of a round's jobs at once (``results.history`` holds each job's last
-    ``window + 1`` losses for the UQ versions), then the round's decision as in
-    :func:`tell`, once. ``infos`` has one :class:`HalvingInfo` per slot: the info
-    :func:`tell` returns after that job (rows of inactive slots are unspecified)."""
-    call = lambda piece, *args: piece(e, *args)  # noqa: E731
-    s, decided, finished, (inc_config, inc_value, spent, unspent) = record_batch(
-        e, state, jobs, results, active, params)
-    s, info = _finish(e, call, s, decided, finished, params)
-    act = active & ~state.done & state.pending
-    last = jnp.arange(e.cap) == (e.cap - 1 - jnp.argmax(act[::-1]))
-    rows = HalvingInfo(
-        terminate=jnp.zeros((e.cap,), bool),
-        incumbent=inc_config,
-        incumbent_value=inc_value,
-        round=jnp.full((e.cap,), state.round, jnp.int32),
-        decisions=jnp.zeros((e.cap,), jnp.int32),
-        kept=jnp.full((e.cap,), -1, jnp.int32),
-        fallback=jnp.full((e.cap,), not e.uq),
-        tau=jnp.full((e.cap,), jnp.nan, e.fdtype),
-        round_budget=jnp.zeros((e.cap,), jnp.int32),
-        spent=spent,
-        unspent=unspent,
-    )
-    infos = jax.tree_util.tree_map(
-        lambda r, f: jnp.where(last.reshape((e.cap,) + (1,) * (r.ndim - 1)), jnp.asarray(f).astype(r.dtype), r),
-        rows, info)
-    return s, infos
-
-
-def halving_policy(
-    schedule: HalvingSchedule,
-    num_configs: int,
-    max_budget: int,
-    uq: bool,
-    window: int,
-    keep_rule: str,
-    cand,
-    fdtype,
-    sampler: str,
-    num_samples: int,
-) -> Policy:
-    """The policy running ``schedule``'s brackets (``sampler``: ``"uniform"`` or ``"tpe"``)."""
-    brackets = schedule.brackets
-    tpe = sampler == "tpe"
-    rounds = round_table(brackets)
-    per_level = {}
-    for b in brackets:
-        for r, j in zip(b.budgets, round_jobs(b, uq)):
-            per_level[r] = per_level.get(r, 0) + j
-    e = Engine(
-        rounds=rounds,
-        num_rounds=len(rounds.last),
-        num_brackets=len(brackets),
-        cap=max(b.sizes[0] for b in brackets),
-        num_configs=num_configs,
-        max_budget=max_budget,
-        uq=uq,
-        tpe=tpe,
-        window=window,
-        width=window + 1 if uq else 0,
-        m_rec=schedule.max_jobs if tpe else 0,
-        samples=min(num_samples, num_configs),
-        per_level=max(per_level.values()),
-        keep_rule=keep_rule,
-        cand=cand,
-        fdtype=fdtype,
-    )
-    batch = {} if tpe else dict(ask_batch=ask_batch, tell_batch=tell_batch, batch_size=e.cap, history=e.width)
-    return build_policy(e, init=init, ask=ask, report=report if uq else None, tell=tell,
-                        default_params=_default_params, eager={"tell": tell_eager},
-                        limits=Limits(num_configs, schedule.max_jobs), **batch)

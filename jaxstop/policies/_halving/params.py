@@ -4,14 +4,14 @@ defaults, and the argument checks these policies share (float dtype, candidate t
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 
 from jaxstop._src import checks as _checks
 
-__all__ = ["HalvingParams", "check_candidates", "default_params", "float_dtype"]
+__all__ = ["HalvingParams", "check_candidates", "check_params", "default_params", "float_dtype"]
 
 
 class HalvingParams(NamedTuple):
@@ -19,13 +19,19 @@ class HalvingParams(NamedTuple):
 
     Attributes:
         min_sigma: Floor on the windowed uncertainty ``sigma``, ().
-        delta_sigma: Reduction of ``sigma`` per epoch used by the keep rule; NaN
-            (default) estimates it per candidate from two consecutive windows, ().
+        delta_sigma: Reduction of ``sigma`` per epoch used by the keep rule for every
+            candidate at every epoch; NaN (default) leaves it to the policy's
+            ``delta_estimate``, ().
         threshold: Sub-sampling plus: a challenger is trained when
             ``Pr(l_m >= l_i) >= threshold`` (0.9), ().
         top_fraction: BOHB: fraction of results in the good density (0.15), ().
         random_fraction: BOHB: fraction of uniform proposals (1/3), ().
         min_bandwidth: BOHB: smallest KDE bandwidth (1e-3), ().
+        delta_profile: An offline profile of ``Delta_t sigma``, the reduction of a
+            candidate's ``sigma`` from epoch ``t`` to ``t + 1`` at index ``t - 1``
+            (e.g. :func:`jaxstop.confidence.delta_sigma_profile`'s ``delta``), read by
+            the UQ halving policies with ``delta_estimate="offline"``; NaN (default)
+            entries are not given, shape (max_budget,). ``None`` counts as all NaN.
     """
 
     min_sigma: jax.Array
@@ -34,11 +40,11 @@ class HalvingParams(NamedTuple):
     top_fraction: jax.Array
     random_fraction: jax.Array
     min_bandwidth: jax.Array
+    delta_profile: Any = None
 
 
 
-
-def default_params(fdtype) -> HalvingParams:
+def default_params(fdtype, max_budget: int) -> HalvingParams:
     """The default :class:`HalvingParams` in the floating dtype ``fdtype``."""
     f = lambda v: jnp.asarray(v, fdtype)  # noqa: E731
     return HalvingParams(
@@ -48,7 +54,19 @@ def default_params(fdtype) -> HalvingParams:
         top_fraction=f(0.15),
         random_fraction=f(1.0 / 3.0),
         min_bandwidth=f(1e-3),
+        delta_profile=jnp.full((max_budget,), jnp.nan, fdtype),
     )
+
+
+def check_params(config, params):
+    """Checks the shape of ``params.delta_profile`` against the policy's ``max_budget``
+    (``config`` has ``max_budget``); runs eagerly on every call that passes params."""
+    if isinstance(params, HalvingParams) and params.delta_profile is not None:
+        shape = jnp.shape(params.delta_profile)
+        if shape != (config.max_budget,):
+            raise ValueError(f"params.delta_profile must have shape (max_budget,) = ({config.max_budget},), "
+                             f"got {shape}")
+    return params
 
 
 

@@ -18,10 +18,14 @@ import numpy as np
 
 from jaxstop._src import checks as _checks
 
-__all__ = ["Bracket", "HalvingSchedule", "RoundTable", "check_common", "halving_schedule", "round_jobs",
-           "round_table"]
+__all__ = ["DEFAULT_NUM_PROFILE", "Bracket", "HalvingSchedule", "RoundTable", "check_common", "check_num_profile",
+           "halving_schedule", "round_jobs", "round_table"]
 
 _KINDS = ("sh", "hyperband", "bohb", "subsampling")
+#: Candidates a UQ halving policy profiles by default (``delta_estimate="profile"``):
+#: Appendix C's "a few"; three is the fewest whose mean ``sigma(t)`` is not dominated by
+#: one or two curves, and costs ``3 * max_budget`` epochs.
+DEFAULT_NUM_PROFILE = 3
 
 
 class Bracket(NamedTuple):
@@ -43,13 +47,17 @@ class HalvingSchedule(NamedTuple):
 
     Attributes:
         brackets: The brackets in the order they run (empty for sub-sampling).
-        total_budget: Epochs the plain version spends on full-length curves (the
-            budget cap for sub-sampling).
+        total_budget: Epochs the plain version spends on full-length curves, plus
+            the profile's ``profile_budget`` (the budget cap for sub-sampling).
         max_jobs: An upper bound on the number of jobs before the policy
             terminates, for ``sim.run(..., max_jobs=...)`` (exact for the plain
-            halving policies on full-length curves).
+            halving policies on full-length curves); it counts the profiling jobs.
         num_start: Configurations of the first bracket (candidates of sub-sampling).
         step: Epochs of the first rung (epochs per job of sub-sampling).
+        num_profile: Candidates a UQ policy with ``delta_estimate="profile"`` trains
+            to ``max_budget`` before its first bracket (0 otherwise).
+        profile_budget: Their epochs, ``num_profile * max_budget``, on top of the
+            brackets' budget.
     """
 
     brackets: tuple
@@ -57,6 +65,8 @@ class HalvingSchedule(NamedTuple):
     max_jobs: int
     num_start: int
     step: int
+    num_profile: int = 0
+    profile_budget: int = 0
 
 
 def _check_eta(eta) -> int:
@@ -123,6 +133,7 @@ def halving_schedule(
     min_budget: int = 1,
     budget: int | None = None,
     step: int | None = None,
+    num_profile: int | None = None,
 ) -> HalvingSchedule:
     """The static schedule of a halving-family policy.
 
@@ -141,6 +152,11 @@ def halving_schedule(
         min_budget: Fewest epochs of a first rung.
         budget: Sub-sampling: total budget (default: the plain SH budget).
         step: Sub-sampling: epochs per job (default: the SH first-rung budget).
+        num_profile: Candidates profiled to ``max_budget`` before the first bracket
+            (the UQ halving policies with ``delta_estimate="profile"``). Default: the
+            factories' default, ``min(DEFAULT_NUM_PROFILE, num_configs)`` with
+            ``uq=True`` for ``sh`` / ``hyperband`` / ``bohb``, else 0; pass 0 to
+            describe a UQ policy with another ``delta_estimate``.
 
     Returns:
         A :class:`HalvingSchedule`.
@@ -152,6 +168,9 @@ def halving_schedule(
         ((27, 9, 3, 1), (1, 3, 9, 27), 81)
         >>> [b.sizes[0] for b in halving_schedule("hyperband", 27, 27).brackets]
         [27, 12, 6, 4]
+        >>> plus = halving_schedule("sh", 27, 27, uq=True)   # 3 profiled candidates x 27 epochs
+        >>> plus.num_profile, plus.total_budget, plus.total_budget - plus.profile_budget
+        (3, 162, 81)
     """
     if kind not in _KINDS:
         raise ValueError(f"kind must be one of {_KINDS}, got {kind!r}")
@@ -181,11 +200,29 @@ def halving_schedule(
         if stp > max_budget:
             raise ValueError(f"step must be <= max_budget ({max_budget}), got {stp}")
         jobs = total // stp + 2 * n0 + 1
+        if num_profile:
+            raise ValueError("num_profile is an option of the UQ halving policies (sh, hyperband, bohb), "
+                             "not subsampling")
         return HalvingSchedule((), total, jobs, n0, stp)
     if budget is not None or step is not None:
         raise ValueError(f"budget and step are options of subsampling only, not {kind}")
-    jobs = sum(sum(round_jobs(b, uq)) for b in brackets)
-    return HalvingSchedule(brackets, sh_budget, jobs, brackets[0].sizes[0], brackets[0].budgets[0])
+    num_profile = check_num_profile(num_profile, num_configs, uq)
+    jobs = sum(sum(round_jobs(b, uq)) for b in brackets) + num_profile
+    profile_budget = num_profile * max_budget
+    return HalvingSchedule(brackets, sh_budget + profile_budget, jobs, brackets[0].sizes[0], brackets[0].budgets[0],
+                           num_profile, profile_budget)
+
+
+def check_num_profile(num_profile, num_configs: int, uq: bool) -> int:
+    """Checks the number of profiled candidates (``None``: the default for ``uq``)."""
+    if num_profile is None:
+        return min(DEFAULT_NUM_PROFILE, num_configs) if uq else 0
+    num_profile = _checks.positive_int(num_profile, "num_profile", minimum=0)
+    if num_profile and not uq:
+        raise ValueError("num_profile is an option of the UQ versions (uq=True)")
+    if num_profile > num_configs:
+        raise ValueError(f"num_profile must be <= num_configs ({num_configs}), got {num_profile}")
+    return num_profile
 
 
 

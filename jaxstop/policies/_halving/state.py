@@ -2,7 +2,8 @@
 
 :class:`HalvingState` is the core every variant uses, with the UQ part
 (:class:`~jaxstop.policies._uncertainty.HalvingUQState`) and the BOHB part
-(:class:`~jaxstop.policies._halving.bohb_density.HalvingBOHBState`) as sub-states; the
+(:class:`~jaxstop.policies._halving.bohb_density.HalvingBOHBState`) and the profiling part
+(:class:`~jaxstop.policies._halving.profiling.HalvingProfileState`) as sub-states; the
 variants that do not use a part keep it with the shapes noted there. The
 sub-states' fields read directly too (``state.sigma`` is ``state.uq.sigma``).
 """
@@ -15,6 +16,7 @@ import jax
 
 from jaxstop.policies._base import renamed_field
 from jaxstop.policies._halving.bohb_density import HalvingBOHBState
+from jaxstop.policies._halving.profiling import HalvingProfileState
 from jaxstop.policies._halving.uncertainty import HalvingUQState
 
 __all__ = ["HalvingInfo", "HalvingState"]
@@ -55,6 +57,9 @@ class HalvingState(NamedTuple):
             :class:`~jaxstop.policies.halving.HalvingUQState`.
         bohb: The results the BOHB model is fitted to, a
             :class:`~jaxstop.policies.halving.HalvingBOHBState`.
+        prof: The profiling phase (UQ versions with ``delta_estimate="profile"``): the
+            profiled candidates, their curves and the fitted ``Delta_t sigma``, a
+            :class:`~jaxstop.policies.halving.HalvingProfileState`.
     """
 
     round: jax.Array
@@ -76,6 +81,7 @@ class HalvingState(NamedTuple):
     done: jax.Array
     uq: HalvingUQState
     bohb: HalvingBOHBState
+    prof: HalvingProfileState
 
     inc_value = renamed_field("incumbent_value", "inc_value")
 
@@ -107,6 +113,9 @@ class HalvingInfo(NamedTuple):
         round_budget: Budget ``R`` of the round that decision was for, int32 ().
         spent: Epochs charged so far, int32 ().
         unspent: ``HalvingState.unspent`` after this tell, int32 ().
+        profile_ok: The policy's own profile of ``Delta_t sigma`` is fitted
+            (``delta_estimate="profile"``: False while profiling and when the fit failed,
+            then the window estimate stands in; False for the other versions), bool ().
     """
 
     terminate: jax.Array
@@ -120,4 +129,5 @@ class HalvingInfo(NamedTuple):
     round_budget: jax.Array
     spent: jax.Array
     unspent: jax.Array
+    profile_ok: jax.Array
 

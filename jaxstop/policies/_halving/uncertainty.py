@@ -16,11 +16,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["HalvingUQState", "check_keep_rule", "check_window", "init_uq_state", "keep_inputs", "keep_mask",
-           "min_losses",
-           "push", "uncertainty"]
+__all__ = ["DELTA_ESTIMATES", "HalvingUQState", "check_delta_estimate", "check_keep_rule", "check_window",
+           "init_uq_state", "keep_inputs", "keep_mask", "min_losses", "profile_at", "push", "uncertainty"]
 
 _KEEP_RULES = ("argmax", "crossing")
+#: The estimates of ``Delta_t sigma`` a UQ halving policy can use (see the docstring of
+#: :mod:`jaxstop.policies.halving`).
+DELTA_ESTIMATES = ("profile", "window", "window_var", "offline")
 
 
 class HalvingUQState(NamedTuple):
@@ -59,6 +61,13 @@ def check_window(window) -> int:
     return int(window)
 
 
+def check_delta_estimate(delta_estimate):
+    """Checks the name of a UQ policy's estimate of ``Delta_t sigma``."""
+    if delta_estimate not in DELTA_ESTIMATES:
+        raise ValueError(f"delta_estimate must be one of {DELTA_ESTIMATES}, got {delta_estimate!r}")
+    return delta_estimate
+
+
 def check_keep_rule(keep_rule):
     """Checks the name of a :func:`jaxstop.confidence.keep_count` rule."""
     if keep_rule not in _KEEP_RULES:
@@ -88,13 +97,18 @@ def _masked_std(x, mask):
     return jnp.where(n >= 2, jnp.sqrt(var), zero), n
 
 
-def uncertainty(recent, count, window: int, params):
+def uncertainty(recent, count, window: int, params, kind: str = "std", table=None, epochs=None):
     """(sigma, delta, has) of every slot from its recent losses (Eq. 1, App. C).
 
     ``recent`` holds the last ``min(count, window + 1)`` losses left-aligned, oldest
-    first. The window statistics equal ``confidence.window_std(recent, cnt, window)``
-    and ``confidence.window_delta_sigma(recent, cnt, window)`` (``ddof = 1``), written
-    out for this layout because they run after every simulated job.
+    first. ``sigma`` equals ``confidence.window_std(recent, cnt, window)`` (``ddof = 1``)
+    floored at ``params.min_sigma``. ``delta`` is, in this order of precedence: a finite
+    ``params.delta_sigma``; the entry ``table[t - 1]`` of a profile of ``Delta_t sigma``
+    at the slot's epoch ``t = epochs`` where it is finite; else the window estimate,
+    ``confidence.window_delta_sigma(recent, cnt, window, kind=kind)`` (``"std"``: the
+    previous window's std minus the current one's, ``"variance"``: the same for the
+    variances). The statistics are written out for this layout because they run after
+    every simulated job.
     """
     width = recent.shape[1]
     cnt = jnp.minimum(count, width)[:, None]
@@ -106,11 +120,20 @@ def uncertainty(recent, count, window: int, params):
     zero = jnp.zeros((), fdtype)
     has = count >= 2
     sigma = jnp.where(has, jnp.maximum(now, params.min_sigma.astype(fdtype)), zero)
+    change = prev - now if kind == "std" else prev * prev - now * now
+    delta = jnp.where((n_now >= 2) & (n_prev >= 2), change, zero)
+    if table is not None:
+        at = profile_at(table, epochs).astype(fdtype)
+        delta = jnp.where(jnp.isfinite(at), at, delta)
     given = params.delta_sigma.astype(fdtype)
-    delta = jnp.where((n_now >= 2) & (n_prev >= 2), prev - now, zero)
     delta = jnp.where(has, jnp.where(jnp.isfinite(given), given, delta), zero)
     return sigma, delta, has
 
+
+def profile_at(table, epochs):
+    """Entry ``t - 1`` of a (max_budget,) profile for each slot's epoch ``t`` (clipped to
+    ``[1, max_budget]``)."""
+    return table[jnp.clip(epochs, 1, table.shape[0]) - 1]
 
 
 def keep_inputs(member, mu, u: HalvingUQState, budget, fdtype):
@@ -122,11 +145,16 @@ def keep_inputs(member, mu, u: HalvingUQState, budget, fdtype):
             budget, ok)
 
 
-def min_losses(params):
-    """Losses a candidate needs before the UQ rule can use it: two for ``sigma``, and a
+def min_losses(params, table=None, epochs=None):
+    """Losses each slot needs before the UQ rule can use it: two for ``sigma``, and a
     third for the window estimate of ``delta_sigma`` (the previous window needs two
-    losses of its own); two when ``params.delta_sigma`` is given."""
-    return jnp.where(jnp.isfinite(params.delta_sigma), 2, 3).astype(jnp.int32)
+    losses of its own); two when ``params.delta_sigma`` is given, or when ``table`` (a
+    profile of ``Delta_t sigma``) has a finite entry at the slot's epoch. Shape () or
+    that of ``epochs``, int32."""
+    given = jnp.isfinite(params.delta_sigma)
+    if table is not None:
+        given = given | jnp.isfinite(profile_at(table, epochs))
+    return jnp.where(given, 2, 3).astype(jnp.int32)
 
 
 def keep_mask(member, mu, u: HalvingUQState, plain_keep, uq_keep, uq_tau, fdtype, need=2):
