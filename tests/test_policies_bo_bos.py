@@ -6,7 +6,9 @@ mean, incumbent, K1 schedule via :func:`jaxstop.bos.k1_schedule`, the BOS
 problem re-solved with :func:`jaxstop.bos.solve`), and the budget identity of
 :func:`jaxstop.sim.run`. Each policy is compiled once (module-scoped fixtures)
 and played three ways: a Python loop over the protocol, ``sim.run`` and
-``jax.vmap(sim.run)`` over keys.
+``jax.vmap(sim.run)`` over keys; the compiled runs expose every state
+(``with_states``), so each program's decisions are checked to be decided by more
+than rounding (tests/_oracles.py) before they are compared exactly.
 """
 
 import math
@@ -16,7 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from _oracles import drive
+from _oracles import U, assert_pick_robust, assert_side_robust, drive, posterior_reach, standardize_reach, with_states
 from _oracles import np_posterior as gp_posterior
 from jaxstop import bos, sim
 from jaxstop.policies.bo_bos import BoBosParams, bo_bos, default_intermediate_epochs, gp_ucb
@@ -43,6 +45,7 @@ COMMON = dict(max_budget=N, max_evals=MAX_EVALS, num_init=NUM_INIT, gp_fit_steps
 BOBOS = bo_bos(X_CAND, n0=N0, num_paths=2000, curve_fit_steps=100, **COMMON)
 # Same GP buffer (the same intermediate observations), no early stopping.
 UCB = gp_ucb(X_CAND, intermediate_epochs=INTER, **COMMON)
+BOBOS_S = with_states(BOBOS)  # sim.run's traces then hold the state after every job
 
 
 def play(policy, key):
@@ -64,20 +67,23 @@ def ucb_loop():
 
 @pytest.fixture(scope="module")
 def bobos_scan():
-    return [sim.run(BOBOS, TABLE, k, max_jobs=MAX_EVALS) for k in KEYS]
+    return [sim.run(BOBOS_S, TABLE, k, max_jobs=MAX_EVALS) for k in KEYS]
 
 
 @pytest.fixture(scope="module")
 def bobos_vmap():
-    return jax.vmap(lambda k: sim.run(BOBOS, TABLE, k, max_jobs=MAX_EVALS))(KEYS)
+    return jax.vmap(lambda k: sim.run(BOBOS_S, TABLE, k, max_jobs=MAX_EVALS))(KEYS)
 
 
 # ----------------------------------------------------------------------------- NumPy oracles
 
 
-def np_posterior(state, Xq):
-    """Latent posterior mean and std of the standardised losses at ``Xq``."""
-    p = state.gp_params
+def np_posterior(state, Xq, theta=None):
+    """Latent posterior mean and std of the standardised losses at ``Xq`` (data of
+    ``state``, hyperparameters ``theta``, default ``state.gp_params``), and their reach
+    between two programs (tests/_oracles.py: posterior_reach, the standardisation's
+    rounding carried as a data perturbation)."""
+    p = state.gp_params if theta is None else theta
     amp, ls = float(np.exp(p.log_amplitude)), np.exp(np.asarray(p.log_lengthscales))
     noise, mean = float(np.exp(p.log_noise)), float(p.mean)
     m = np.asarray(state.mask)
@@ -86,9 +92,49 @@ def np_posterior(state, Xq):
     sd_y = y.std() if len(y) >= 2 and y.var() > np.finfo(float).tiny else 1.0
     z = (y - mu_y) / sd_y
     if len(y) == 0:
-        return np.full(len(Xq), mean), np.full(len(Xq), math.sqrt(amp))
-    mu, var = gp_posterior(X, z, amp, ls, noise, mean, jitter=10 * np.finfo(float).eps * amp)(Xq)
-    return mu, np.sqrt(var)
+        return np.full(len(Xq), mean), np.full(len(Xq), math.sqrt(amp)), np.zeros(len(Xq)), np.zeros(len(Xq))
+    jitter = 10 * np.finfo(float).eps * amp
+    mu, var = gp_posterior(X, z, amp, ls, noise, mean, jitter=jitter)(Xq)
+    d_mu, d_sd = posterior_reach(X, z, Xq, amp, ls, noise + jitter, mean, dy=standardize_reach(y)[0])
+    return mu, np.sqrt(var), d_mu, d_sd
+
+
+def lcb_of(data_state, theta, t):
+    """GP-UCB's LCB at full training over the candidates (inf where evaluated) from the
+    data of ``data_state`` and hyperparameters ``theta``, with its reach: the posterior's,
+    plus sqrt(beta)'s rounding (4 u relative) and the subtraction's (2 u)."""
+    mu, sd, d_mu, d_sd = np_posterior(data_state, np.concatenate([X_CAND, np.ones((M, 1))], 1), theta)
+    sb = math.sqrt(0.2 * 2 * math.log(M * t * t * math.pi**2 / (6 * 0.1)))
+    lcb = mu - sb * sd
+    done = np.asarray(data_state.evaluated)
+    reach = d_mu + sb * d_sd + 4 * U * sb * sd + 2 * U * np.abs(lcb)
+    return np.where(done, np.inf, lcb), np.where(done, 0.0, reach)
+
+
+def c2_margin(sd, d_sd, e, kappa=2.0):
+    """C2 at epoch ``e``, ``sd[e - 1] >= sd[N - 1] / kappa`` (kappa = 2: the division is
+    exact), as a margin and its reach."""
+    return sd[e - 1] - sd[N - 1] / kappa, d_sd[e - 1] + d_sd[N - 1] / kappa + 2 * U * sd[e - 1]
+
+
+DECIDE = jax.jit(jax.vmap(bos.decide, in_axes=(None, 0, 0)))  # bos.decide at many (epoch, running mean)
+
+
+def c1_actions(table, epochs, running):
+    """The BOS actions at (epochs, running means) and their margins against rounding: the
+    bins are exact (every program sums the same errors one report at a time, in the same
+    order); an action is the argmin of the cell's losses (d2, d1, d0), where d1 and d2
+    are exact in the counts and the continuation loss d0 carries backward induction's
+    reach (T - 1)(B + 1) eps relative (tests/test_bos.py::assert_tables_agree); a bin no
+    path reached is a forced continue, exact in the counts. Returns (actions, margins > reach)."""
+    actions = np.asarray(DECIDE(table, np.asarray(epochs), np.asarray(running)))
+    edges, losses = np.asarray(table.edges), np.asarray(table.losses)
+    b = np.clip(np.sum(np.asarray(running)[:, None] > edges[None, :], axis=1) - 1, 0, len(edges) - 2)
+    d2, d1, d0 = np.moveaxis(losses[np.asarray(epochs) - int(table.first_epoch), b], -1, 0)
+    reach = (losses.shape[0] - 1) * (losses.shape[1] + 1) * np.finfo(float).eps * np.abs(d0)
+    with np.errstate(invalid="ignore"):  # empty bins: inf - inf
+        clear = np.abs(d0 - np.minimum(d1, d2)) > reach
+    return actions, clear | (actions == bos.ACTION_FORCED_CONTINUE)
 
 
 def completed_best(jobs_before):
@@ -100,10 +146,67 @@ def completed_best(jobs_before):
 # ----------------------------------------------------------------------------- tests
 
 
+def program_states(bobos_loop, bobos_scan, bobos_vmap, s):
+    """The state after every job of study ``s`` in each program: loop, scan, vmap."""
+    n = len(bobos_loop[s])
+
+    def np_(a):  # NumPy (cheap slicing), but for the PRNG key
+        return a if jax.dtypes.issubdtype(a.dtype, jax.dtypes.prng_key) else np.asarray(a)
+
+    scan = jax.tree.map(np_, bobos_scan[s].infos.state)
+    vmap = jax.tree.map(lambda a: np_(a[s]), bobos_vmap.infos.state)
+    return [[jax.tree.map(np_, r["after"]) for r in bobos_loop[s]],
+            [jax.tree.map(lambda a, j=j: a[j], scan) for j in range(n)],
+            [jax.tree.map(lambda a, j=j: a[j], vmap) for j in range(n)]]
+
+
+def assert_decisions_robust(jobs, states):
+    """Every decision of one study, in every program (``states``: per program the state after
+    each job; the data a job was chosen on are the state after the job before, its
+    hyperparameters, C2's stds and BOS table are the state after the job), is decided by
+    more than the rounding the programs can differ by (tests/_oracles.py):
+
+    * the LCB's argmin over the unevaluated candidates (the first NUM_INIT picks are the
+      largest of uniform draws: bits of jax.random, the same in every program);
+    * C2 at every epoch a job reports after N0, and C1's BOS action there (the tables'
+      counts are compared exactly across programs: integers);
+    * the incumbent compares losses that are table values: exact in every program.
+    """
+    for j, rec in enumerate(jobs):
+        c = int(rec["job"].config)
+        if j >= NUM_INIT:
+            picks = [lcb_of(st[j - 1], st[j].gp_params, j + 1) for st in states]
+            got = assert_pick_robust([v for v, _ in picks], [r for _, r in picks], "min", f"LCB of job {j}")
+            assert got == c and bool(rec["info"].model_based)
+            for st in states[1:]:
+                np.testing.assert_array_equal(np.asarray(st[j].table.counts), np.asarray(states[0][j].table.counts))
+        if not bool(rec["asked"].bos_active):
+            continue
+        Xq = np.concatenate([np.repeat(X_CAND[c][None], N, 0), (np.arange(1, N + 1) / N)[:, None]], 1)
+        d_sds = [np_posterior(st[j - 1], Xq, st[j].gp_params)[3] for st in states]
+        epochs = np.array([e for e, _, _ in rec["reports"] if N0 < e < N])
+        running, total = [], 0.0
+        for e in range(N0 + 1, N0 + 1 + len(epochs)):
+            total += VALUES[c, e - 1]  # the policy's running sum, added in the same order
+            running.append(total / (e - N0))
+        cells = [c1_actions(st[j].table, epochs, running) for st in states]
+        assert all(np.array_equal(a, cells[0][0]) and np.all(clear) for a, clear in cells), f"C1 of job {j}"
+        for e, action in zip(epochs, cells[0][0]):
+            margins = [c2_margin(np.asarray(st[j].sigma), d_sd, e) for st, d_sd in zip(states, d_sds)]
+            c2 = not assert_side_robust([m for m, _ in margins], [r for _, r in margins], f"C2 of job {j} at {e}")
+            stop = rec["reports"][e - 1][1]
+            assert stop == (c2 and action == bos.ACTION_STOP)
+
+
 def test_loop_scan_vmap_agree(bobos_loop, bobos_scan, bobos_vmap):
+    """The three programs choose the same candidates, stop the same jobs at the same epochs
+    and keep the same incumbent, once every decision is shown to be decided by more than
+    rounding in every program. Losses are table values (exact); K1 = K1_init / gamma^(t-1)
+    is a power and a division, to 8 eps."""
     for s, (jobs, tr) in enumerate(zip(bobos_loop, bobos_scan)):
         n = len(jobs)
         assert int(tr.num_jobs) == n == MAX_EVALS
+        assert_decisions_robust(jobs, program_states(bobos_loop, bobos_scan, bobos_vmap, s))
         configs = [int(j["job"].config) for j in jobs]
         epochs = [int(j["result"].epoch) for j in jobs]
         stopped = [bool(j["result"].stopped) for j in jobs]
@@ -111,14 +214,18 @@ def test_loop_scan_vmap_agree(bobos_loop, bobos_scan, bobos_vmap):
             assert np.asarray(t.jobs.config)[:n].tolist() == configs
             assert np.asarray(t.results.epoch)[:n].tolist() == epochs
             assert np.asarray(t.results.stopped)[:n].tolist() == stopped
-            np.testing.assert_allclose(np.asarray(t.results.value)[:n], [float(j["result"].value) for j in jobs])
+            np.testing.assert_array_equal(np.asarray(t.results.value)[:n], [float(j["result"].value) for j in jobs])
             assert np.asarray(t.incumbents)[:n].tolist() == [int(j["info"].incumbent) for j in jobs]
-            np.testing.assert_allclose(np.asarray(t.infos.k1)[:n], [float(j["info"].k1) for j in jobs])
+            np.testing.assert_allclose(np.asarray(t.infos.k1)[:n], [float(j["info"].k1) for j in jobs],
+                                       rtol=8 * np.finfo(float).eps)
             assert int(t.incumbent) == int(jobs[-1]["info"].incumbent)
         assert len(set(configs)) == n  # a candidate is evaluated at most once
 
 
 def test_stop_decisions_match_oracle(bobos_loop):
+    """C1 and C2 replayed with NumPy (the running mean by np.mean, the stds by the NumPy GP
+    with the state's hyperparameters), each decided by more than the rounding between
+    NumPy and the policy (tests/_oracles.py)."""
     num_stops = num_c1 = 0
     for jobs in bobos_loop:
         for j, rec in enumerate(jobs):
@@ -127,11 +234,12 @@ def test_stop_decisions_match_oracle(bobos_loop):
             assert bool(asked.bos_active) == active
             # C2's stds at [x, n / N], n = 1..N, from the GP that chose x.
             Xq = np.concatenate([np.repeat(X_CAND[c][None], N, 0), (np.arange(1, N + 1) / N)[:, None]], 1)
-            _, sd = np_posterior(asked, Xq)
-            np.testing.assert_allclose(np.asarray(asked.sigma), sd, rtol=1e-6, atol=1e-9)
+            _, sd, _, d_sd = np_posterior(asked, Xq)
+            assert np.all(np.abs(np.asarray(asked.sigma) - sd) <= d_sd), (j, np.asarray(asked.sigma) - sd, d_sd)
             if active:
                 t = j - NUM_INIT + 1
-                np.testing.assert_allclose(float(asked.k1), float(bos.k1_schedule(t, 100.0, 0.95)), rtol=1e-12)
+                np.testing.assert_allclose(float(asked.k1), float(bos.k1_schedule(t, 100.0, 0.95)),
+                                           rtol=8 * np.finfo(float).eps)
                 best = completed_best(jobs[:j])
                 assert float(asked.best_error) == (min(max(best, 0.0), 1.0) if math.isfinite(best) else 1.0)
             for e, stop, state in rec["reports"]:
@@ -140,11 +248,13 @@ def test_stop_decisions_match_oracle(bobos_loop):
                     continue
                 assert bool(state.table_ready)
                 running = float(np.mean(VALUES[c, N0:e]))
+                # np.mean and the policy's running sum round differently: the bin must not change
+                edges = np.asarray(state.table.edges)
+                assert np.min(np.abs(running - edges)) > 2 * (e - N0 + 3) * U * running
                 c1 = int(bos.decide(state.table, e, running)) == bos.ACTION_STOP
-                margin = sd[e - 1] - sd[N - 1] / 2.0
-                if abs(margin) < 1e-9:
-                    continue  # C2 at a float tie: not decidable by the oracle
-                expected = c1 and margin >= 0 and e < N
+                margin, reach = c2_margin(sd, d_sd, e)
+                c2 = not assert_side_robust(margin, reach, f"C2 of job {j} at epoch {e}")
+                expected = c1 and c2 and e < N
                 assert stop == expected, (j, e)
                 num_c1 += c1
                 num_stops += stop
@@ -177,15 +287,11 @@ def test_gp_ucb_never_stops_and_picks_the_lcb_minimum(ucb_loop):
             assert not bool(rec["result"].stopped) and int(rec["result"].epoch) == N
             if j >= NUM_INIT:
                 asked = rec["asked"]
-                mu, sd = np_posterior(asked, np.concatenate([X_CAND, np.ones((M, 1))], 1))
-                t = j + 1
-                beta = 0.2 * 2 * math.log(M * t * t * math.pi**2 / (6 * 0.1))
-                lcb = np.where([i in evaluated for i in range(M)], np.inf, mu - math.sqrt(beta) * sd)
-                order = np.sort(lcb)
-                assert bool(rec["info"].model_based)
-                if order[1] - order[0] > 1e-8:  # not a float tie
-                    assert c == int(np.argmin(lcb))
-                    num_model += 1
+                lcb, reach = lcb_of(asked, asked.gp_params, j + 1)
+                assert np.isinf(lcb[sorted(evaluated)]).all() and bool(rec["info"].model_based)
+                # the NumPy LCB and the policy's round differently: its argmin must be clear of that
+                assert c == assert_pick_robust(lcb, reach, "min", f"LCB of job {j}")
+                num_model += 1
             evaluated.add(c)
     assert num_model >= 2 * (MAX_EVALS - NUM_INIT) - 2
 

@@ -2,9 +2,12 @@
 
 Oracles: NumPy replays of the documented rules written below (textbook successive
 halving for the plain versions; the same rounds with ``confidence.keep_count`` as the
-keep rule for the UQ versions; sub-sampling duels with ``scipy.stats.norm``), the
-closed-form schedule, and the budget identity ``spent + unspent = total``. Every
-policy is compiled once (module-level cache) and played three ways.
+keep rule for the UQ versions; sub-sampling duels with ``scipy.stats.norm``; BOHB's
+proposals from its density ratio), the closed-form schedule, and the budget identity
+``spent + unspent = total``. Every policy is compiled once (module-level cache) and
+played three ways. The replays also check that each decision they replay is decided by
+more than the rounding two programs can differ by, so that the programs' decisions can
+be compared exactly.
 """
 
 import functools
@@ -17,7 +20,7 @@ import pytest
 from scipy.stats import norm
 
 from _compiles import count_compilations
-from _oracles import drive
+from _oracles import U, assert_pick_robust, assert_side_robust, drive, mean_std_reach
 from jaxstop import confidence, policies, sim
 from jaxstop.policies import halving
 from jaxstop.policies.subsampling import subsampling
@@ -53,17 +56,20 @@ KEYS = jax.random.split(jax.random.key(11), 3)
 
 @functools.cache
 def make_policy(kind, uq):
+    """The policies these replays model: the UQ versions with the window estimate of
+    Delta sigma (no profiling jobs; the default profile estimate is tested in
+    tests/test_uq_profile.py)."""
     if kind == "sh":
-        return halving.sh(N, T, ETA, uq)
+        return halving.sh(N, T, ETA, uq, delta_estimate="window")
     if kind == "hyperband":
-        return halving.hyperband(N, T, ETA, uq)
+        return halving.hyperband(N, T, ETA, uq, delta_estimate="window")
     if kind == "bohb":
-        return halving.bohb(N, T, ETA, uq, candidates=FULL.configs)
+        return halving.bohb(N, T, ETA, uq, candidates=FULL.configs, delta_estimate="window")
     return subsampling(N, T, ETA, uq)
 
 
 def schedule(kind, uq):
-    return halving.halving_schedule(kind, N, T, ETA, uq)
+    return halving.halving_schedule(kind, N, T, ETA, uq, num_profile=0)
 
 
 # One scan length for every policy (a bound for all of them): the steps after
@@ -124,11 +130,113 @@ def np_window(h, window):
     return (0.0 if now is None else now), delta
 
 
+# --------------------------------------------------------------------------
+# Rounding reach of the decisions. The Python loop of jitted steps, sim.run (lax.scan),
+# its vmap and the NumPy replays below are different programs; their discrete decisions
+# are compared exactly once every decision is shown, from the replay's numbers, to be
+# decided by more than the rounding two programs can differ by.
+#
+# Exact in every program (no margin needed): the ranks of the plain rule, the incumbent
+# and sub-sampling's leader compare losses that are table values, bit for bit the same in
+# every program (ties too: broken by slot index everywhere); counts, budgets and the
+# uniform draws of rows (bits of jax.random) are integers or exact. The floats the
+# decisions are made on are the windowed sigma / delta, and from them keep_count's
+# probabilities, SS+'s duel probability and BOHB's density ratios.
+
+
+def window_reach(h, window):
+    """Reach of ``np_window(h, window)``'s (sigma, delta) between two programs: each std
+    from :func:`mean_std_reach`; delta = prev - now adds both and its subtraction."""
+    std = lambda x: mean_std_reach(x[-window:], ddof=1)[2] if len(x) >= 2 else 0.0  # noqa: E731
+    now, prev = std(h), std(h[:-1])
+    _, delta = np_window(h, window)
+    return now, (now + prev + 4 * U * abs(delta)) if len(h) >= 3 else 0.0
+
+
+# keep_count's own reach between two programs for problems of N candidates: probabilities
+# to 2 (15 N + 420) eps relative (tests/test_confidence.py::p_rtol derives it).
+KEEP_RTOL = 2 * (15 * N + 420) * np.finfo(float).eps
+
+
+def uq_keep(mu, sig, dlt, reach, rb, member):
+    """keep_count's keep mask for one round (padded to N candidates: one compiled shape),
+    asserted to be decided by more than rounding; returns (keep, tau, tau's reach).
+
+    Inputs that two programs round differently: sigma (relative rho_i = dsigma_i / sigma_i)
+    and delta (``reach``: (dsigma, ddelta) per slot, from :func:`window_reach`).
+
+    Probabilities (jaxstop.confidence's quadrature): p_i integrates
+    ``phi(z_i) / sigma_i prod_j S(z_j)`` over x in [a, b], b = min_j(mu_j + 9 sigma_j), a sum
+    of positive node terms (at N = 27 the whole rule is evaluated: no node is skipped).
+    Candidates with mu_j - 9 sigma_j >= b get exactly 0; one that is outside (or inside)
+    by more than rounding is so in every program. There z_j <= 9 for every j, so
+    d log S(z_j) / d log sigma_j = h(z_j) z_j <= 10 * 9, and d log(phi(z_i) / sigma_i) /
+    d log sigma_i = z_i^2 - 1 <= Z_i^2 (Z_i: the window's farthest point in sigma_i): p_i moves
+    by at most rel_i = Z_i^2 rho_i + 90 sum_{j != i} rho_j relatively, plus the
+    normalisation's sum_j p_j rel_j, plus KEEP_RTOL. The leader curves of zeta (values <= 1,
+    the leader's window within 9 of its mean) move by 90 times the sum of the top k rho's,
+    for sigma and for the shrunk sigma' = max(sigma - delta, 1e-3 sigma) (moved by
+    dsigma + ddelta); zeta by both plus 2 KEEP_RTOL; gain is R zeta / (k (k - 1)).
+
+    k* maximises F(k) = sum_{j > k} (gain_j - cost_j): every other k must trail by more than
+    the reach of the terms between, unless all costs between are robust zeros (then both
+    k give the same count and tau). The count is 1 + #{k: 1 - P_k > 1 - P_k*}: every tail
+    sum must differ from 1 - P_k* by more than its reach, or by robust zeros only.
+    """
+    n0 = len(mu)
+    pad = lambda x, fill: np.concatenate([x, np.full(N - n0, fill)])  # noqa: E731
+    res = confidence.keep_count(pad(np.where(member, mu, 0.0), 0.0), pad(np.where(member, sig, 1.0), 1.0),
+                                pad(np.where(member, dlt, 0.0), 0.0), float(rb), mask=pad(member, False).astype(bool))
+    nv, ks = int(res.num_valid), int(res.k_star)
+    o = np.asarray(res.order)[:nv]
+    m, s, d = mu[o], sig[o], dlt[o]
+    ds, dd = reach[o, 0], reach[o, 1]
+    cost, gain = np.asarray(res.cost)[:nv], np.asarray(res.gain)[:nv]
+    top = np.argmin(m + 9 * s)
+    b, a = m[top] + 9 * s[top], np.min(m - 9 * s)
+    side = (m - 9 * s) - b  # >= 0: outside the window
+    robust = np.abs(side) > 9 * (ds + ds[top]) + 8 * U * (np.abs(m) + np.abs(b) + 9 * (s + s[top]))
+    assert np.all(robust), "a candidate sits on the edge of the quadrature's window"
+    zero = side >= 0
+    assert np.all(cost[zero] == 0) and np.all(cost[~zero] > 0), "keep_count's zeros are not the window's"
+    rho, rho_shrunk = ds / s, (ds + dd + 2 * U * s) / np.maximum(s - d, 1e-3 * s)
+    far = np.maximum(np.abs(a - m), np.abs(b - m)) / s
+    rel = far**2 * rho + 90 * (np.sum(rho[~zero]) - rho)
+    e_cost = (rel + np.sum(cost * rel) + KEEP_RTOL) * cost
+    k = np.arange(1, nv + 1)
+    e_zeta = 2 * KEEP_RTOL + 90 * (np.cumsum(rho) + np.cumsum(rho_shrunk))
+    e_gain = np.where(k >= 2, rb / np.maximum(k * (k - 1), 1) * e_zeta, 0.0)
+    net = np.where(k >= 2, gain - cost, 0.0)
+    f = np.append(np.cumsum(net[::-1])[::-1][1:], 0.0)  # F(k) at k - 1
+    after = np.append(np.cumsum(cost[::-1])[::-1][1:], 0.0)  # 1 - P_k
+    for kk in k[k != ks]:
+        sl = slice(min(kk, ks), max(kk, ks))  # the terms between k and k*
+        flat = bool(zero[sl].all())
+        assert flat or f[ks - 1] - f[kk - 1] > (e_cost[sl] + e_gain[sl]).sum() + 2 * nv * U * np.abs(net).sum(), \
+            f"k* = {ks} within rounding of k = {kk}"
+        assert flat or cost[sl].sum() > e_cost[sl].sum() + 2 * nv * U * (after[kk - 1] + after[ks - 1]), \
+            f"the keep count sits on a knife edge at k = {kk} (k* = {ks})"
+    return np.asarray(res.keep)[:n0], float(res.tau), e_cost[:ks].sum() + 2 * nv * U
+
+
+def duel_wins(mu_i, mu_m, sig_i, sig_m, ds_i, ds_m, threshold):
+    """SS+'s duel ``Phi((mu_m - mu_i) / hypot(sigma_i, sigma_m)) >= threshold``, asserted
+    to be decided by more than rounding: z moves by |z| times the relative reach of the
+    hypot ((ds_i + ds_m) / hypot from the sigmas, 6 u from hypot and the division in two
+    programs; the difference of two table values rounds alike everywhere), Phi by
+    phi(z) times that plus its own 8 u relative."""
+    s = np.hypot(sig_i, sig_m)
+    z = (mu_m - mu_i) / s
+    p = norm.cdf(z)
+    reach = norm.pdf(z) * abs(z) * ((ds_i + ds_m) / s + 6 * U) + 8 * U * p
+    return not assert_side_robust(p - threshold, reach, f"SS+ duel at p = {p:.6f}")
+
+
 def ref_halving(sched, values, lengths, first_configs, uq, max_budget=T, window=WINDOW, min_sigma=1e-6):
     """Round-by-round replay: textbook SH for the plain rule, keep_count for UQ."""
     jobs, spent, unspent = [], 0, 0
     inc = (-1, np.inf, -1)  # (level, value, config)
-    decisions = []
+    decisions, taus = [], []
 
     def better(level, value, cfg):
         nonlocal inc
@@ -170,16 +278,15 @@ def ref_halving(sched, values, lengths, first_configs, uq, max_budget=T, window=
             keep = member & (rank < br.sizes[i + 1])
             fallback = True
             if uq:
-                fallback = any(len(hist[s]) < 2 for s in np.flatnonzero(member))
+                # sigma needs two losses, the window estimate of delta_sigma a third
+                fallback = any(len(hist[s]) < 3 for s in np.flatnonzero(member))
                 if not fallback:
                     sig = np.array([max(np_window(np.array(h), window)[0], min_sigma) for h in hist])
                     dlt = np.array([np_window(np.array(h), window)[1] for h in hist])
-                    # padded to N candidates (masked): one compiled shape for every bracket
-                    pad = lambda x, fill: np.concatenate([x, np.full(N - n0, fill)])  # noqa: E731
-                    res = confidence.keep_count(pad(np.where(member, mu, 0.0), 0.0), pad(np.where(member, sig, 1.0), 1.0),
-                                                pad(np.where(member, dlt, 0.0), 0.0), float(rb),
-                                                mask=pad(member, False).astype(bool))
-                    keep = np.asarray(res.keep)[:n0] & member
+                    reach = np.array([window_reach(np.array(h), window) for h in hist])
+                    keep, tau, d_tau = uq_keep(mu, sig, dlt, reach, rb, member)
+                    keep = keep & member
+                    taus.append((tau, d_tau))
             trainable = keep & ~complete
             key = np.where(trainable, mu, np.inf)
             rank = np.empty(n0, int)
@@ -201,7 +308,7 @@ def ref_halving(sched, values, lengths, first_configs, uq, max_budget=T, window=
                 if len(done_keep):
                     better(br.budgets[-1], mu[s], cfg[s])
                 break
-    return dict(jobs=jobs, spent=spent, unspent=unspent, incumbent=inc[2], decisions=decisions)
+    return dict(jobs=jobs, spent=spent, unspent=unspent, incumbent=inc[2], decisions=decisions, taus=taus)
 
 
 def ref_subsampling(values, lengths, configs, uq, total, step, max_budget=T, window=WINDOW,
@@ -235,13 +342,13 @@ def ref_subsampling(values, lengths, configs, uq, total, step, max_budget=T, win
         m = leader()
         trainable = ~complete
         sig = np.array([max(np_window(np.array(h), window)[0], min_sigma) if len(h) >= 2 else 0.0 for h in hist])
+        reach = [window_reach(np.array(h), window)[0] for h in hist]
         wins = []
         for i in range(n):
             if i == m or not trainable[i]:
                 continue
             if uq and len(hist[i]) >= 2 and len(hist[m]) >= 2:
-                p = norm.cdf((mu[m] - mu[i]) / np.hypot(sig[i], sig[m]))
-                win = p >= threshold
+                win = duel_wins(mu[i], mu[m], sig[i], sig[m], reach[i], reach[m], threshold)
             else:
                 win = mu[i] < mu[m]
             if win:
@@ -257,17 +364,125 @@ def ref_subsampling(values, lengths, configs, uq, total, step, max_budget=T, win
         pending = wins
 
 
+def bracket_starts(kind, uq):
+    """Global round index of every bracket's first round."""
+    return np.cumsum([0] + [len(b.sizes) for b in schedule(kind, uq).brackets])[:-1]
+
+
+def first_configs(kind, uq, configs, rounds):
+    """The configurations each bracket's first round sampled, from a run's jobs and rounds."""
+    configs, rounds = np.asarray(configs), np.asarray(rounds)
+    return tuple(tuple(configs[rounds == g].tolist()) for g in bracket_starts(kind, uq))
+
+
+@functools.cache
+def replay_halving(kind, uq, table_name, firsts):
+    table, lengths = TABLES[table_name]
+    return ref_halving(schedule(kind, uq), np.asarray(table.values), lengths, firsts, uq)
+
+
+@functools.cache
+def replay_subsampling(uq, table_name, first):
+    table, lengths = TABLES[table_name]
+    sched = schedule("subsampling", uq)
+    return ref_subsampling(np.asarray(table.values), lengths, first, uq, sched.total_budget, sched.step)
+
+
+def log_kde(x, data, min_bw):
+    """BOHB's log-KDE of ``data`` at ``x`` (bandwidths max(1.06 std n^(-1/(d+4)), min_bw)) and
+    its reach between two programs: bw is off by the std's reach (mean_std_reach) and 6 u
+    (power, product), rho relatively, which moves s_j = sum_d (-z_jd^2 / 2 - log bw_d) by
+    sum_d (z_jd^2 + 1) rho_d, and rounding adds 4 (d + 2) u (1 + |s_j|); the log of the mean
+    of exp(s_j) moves by the exp(s_j)-weighted mean of those, and 2 (m + 4) u (1 + |result|)."""
+    m, d = data.shape
+    stats = [mean_std_reach(col) for col in data.T]
+    raw = np.array([1.06 * std * m ** (-1 / (d + 4)) for _, std, _ in stats])
+    bw = np.maximum(raw, min_bw)
+    rho = np.array([ds / std + 6 * U if std > 0 else 0.0 for _, std, ds in stats]) * raw / bw
+    z = (x[:, None, :] - data[None]) / bw
+    s = np.sum(-0.5 * z**2 - np.log(bw), axis=-1)
+    w = np.exp(s - s.max(1, keepdims=True))
+    out = np.log(w.mean(1)) + s.max(1)
+    ds = np.sum((z**2 + 1) * rho, axis=-1) + 4 * (d + 2) * U * (1 + np.abs(s))
+    return out, (w * ds).sum(1) / w.sum(1) + 2 * (m + 4) * U * (1 + np.abs(out))
+
+
+def bohb_proposals(configs, values, rounds, i, uq):
+    """BOHB's proposals replayed from one run's jobs (the rules in jaxstop.policies.halving's
+    docstring), each asserted to be decided by more than rounding; returns the rows proposed.
+
+    The records (row, rung, loss) hold table values and the draws are bits of jax.random
+    (the ask keys of sim.run: split(split(key)[1], MAX_JOBS)), the same in every program: the
+    model's data, its good / bad split and the choice between a uniform and a model-based
+    proposal are exact. Two programs round the uniform draw's Gumbel keys -log(-log u)
+    (ordered like u; to 8 u (1 + |key|)) and the density ratios (:func:`log_kde`)."""
+    sched, params = schedule("bohb", uq), make_policy("bohb", uq).default_params()
+    cand = np.asarray(FULL.configs)
+    n_min = cand.shape[1] + 1
+    gamma = float(params.top_fraction)
+    levels = sorted({r for b in sched.brackets for r in b.budgets})
+    level_of = [levels.index(r) for b in sched.brackets for r in b.budgets]
+    starts = bracket_starts("bohb", uq)
+    keys = jax.random.split(jax.random.split(KEYS[i])[1], MAX_JOBS)
+    recs, chosen, proposed = np.zeros((0, 3)), np.zeros(N, bool), []
+    for j, (c, v, g) in enumerate(zip(configs, values, rounds)):
+        if g in starts:
+            if j == 0 or rounds[j - 1] != g:
+                chosen[:] = False  # a new bracket
+            u = np.asarray(jax.random.uniform(keys[j], (N + 1,), jnp.float64, minval=np.finfo(float).tiny))
+            lv, loss = recs[:, 1].astype(int), recs[:, 2]
+            counts = np.array([np.sum((lv == k) & np.isfinite(loss)) for k in range(len(levels))])
+            usable = counts - np.maximum(n_min, np.floor(gamma * counts)) >= n_min
+            if not usable.any() or u[N] < float(params.random_fraction):
+                key = np.where(chosen, -np.inf, -np.log(-np.log(u[:N])))
+                row = assert_pick_robust(key, np.where(chosen, 0.0, 8 * U * (1 + np.abs(key))), "max",
+                                         f"BOHB's uniform draw at job {j}")
+            else:
+                at = np.flatnonzero((lv == np.flatnonzero(usable).max()) & np.isfinite(loss))
+                at = at[np.argsort(loss[at], kind="stable")]
+                n_good = max(n_min, int(np.floor(gamma * len(at))))
+                n_bad = max(n_min, int(np.floor((1 - gamma) * len(at))))
+                data = cand[recs[at, 0].astype(int)]
+                lg, rg = log_kde(cand, data[:n_good], float(params.min_bandwidth))
+                lb, rb = log_kde(cand, data[n_good:n_good + n_bad], float(params.min_bandwidth))
+                row = assert_pick_robust(np.where(chosen, -np.inf, lg - lb), np.where(chosen, 0.0, rg + rb), "max",
+                                         f"BOHB's density ratio at job {j}")
+            proposed.append(row)
+            chosen[c] = True
+        recs = np.vstack([recs, [c, level_of[g], v]])
+    return proposed
+
+
+def assert_well_posed(kind, uq, configs, values, rounds, i):
+    """Every decision of one run (jobs, their losses and rounds; key ``KEYS[i]``, ragged
+    table) is decided by more than rounding: the replays assert it while they replay the
+    run. Returns the reach of the run's tau (UQ halving; 0 otherwise)."""
+    configs, rounds = np.asarray(configs), np.asarray(rounds)
+    if kind == "subsampling":
+        replay_subsampling(uq, "ragged", tuple(configs[: schedule(kind, uq).num_start].tolist()))
+        return 0.0
+    if kind == "bohb":
+        fresh = np.isin(rounds, bracket_starts(kind, uq))
+        assert bohb_proposals(configs, values, rounds, i, uq) == configs[fresh].tolist()
+    ref = replay_halving(kind, uq, "ragged", first_configs(kind, uq, configs, rounds))
+    return max([d_tau for _, d_tau in ref["taus"]], default=0.0)
+
+
 # --------------------------------------------------------------------------
 # three ways
 
 
 @pytest.mark.parametrize("kind, uq", CASES)
 def test_loop_scan_vmap_agree(kind, uq):
-    """Python loop == sim.run (jit + scan) == vmap over keys, on ragged curves."""
+    """Python loop == sim.run (jit + scan) == vmap over keys, on ragged curves: the jobs,
+    epochs, budget and incumbent exactly, once the replays have shown every decision of
+    the runs to be decided by more than the rounding the programs can differ by."""
     batch = batch_run(kind, uq, "ragged")
     ref = python_loop(kind, uq, "ragged", 0)
     n = len(ref["jobs"])
     assert ref["stop_job"] == n - 1 and n <= schedule(kind, uq).max_jobs, "must terminate within max_jobs"
+    rounds = [0] + [int(info.round) for info in ref["infos"][:-1]]
+    assert_well_posed(kind, uq, [c for c, _, _ in ref["jobs"]], [float(r.value) for r in ref["results"]], rounds, 0)
     runs = [single_run(kind, uq, "ragged", 0), jax.tree_util.tree_map(lambda a: a[0], batch)]
     for tr in runs:
         assert int(tr.stop_job) == ref["stop_job"]
@@ -275,11 +490,18 @@ def test_loop_scan_vmap_agree(kind, uq):
         assert np.asarray(tr.results.epoch)[:n].tolist() == ref["epochs"]
         assert int(tr.budget) == ref["spent"]
         assert int(tr.incumbent) == ref["incumbent"]
-    # the other keys: sim.run == vmap, without retracing
+    # the other keys: sim.run == vmap, without retracing. Every float of the traces but
+    # tau is a table value (losses, incumbent values) and equal exactly; tau (P_k* of the
+    # UQ decisions) agrees to the reach the replay gives it.
     with count_compilations() as compiled:
         for i in range(1, len(KEYS)):
-            one = single_run(kind, uq, "ragged", i)
-            chex.assert_trees_all_equal(one, jax.tree_util.tree_map(lambda a: a[i], batch))
+            one, other = single_run(kind, uq, "ragged", i), jax.tree_util.tree_map(lambda a: a[i], batch)
+            m = int(one.num_jobs)
+            d_tau = assert_well_posed(kind, uq, one.jobs.config[:m], one.results.value[:m], job_rounds(one)[:m], i)
+            if uq and kind != "subsampling":
+                np.testing.assert_allclose(other.infos.tau, one.infos.tau, rtol=0, atol=d_tau)
+                one, other = (t._replace(infos=t.infos._replace(tau=None)) for t in (one, other))
+            chex.assert_trees_all_equal(one, other)
     assert compiled["_run"] == 0
 
 
@@ -290,21 +512,13 @@ def test_halving_matches_numpy_replay(kind, uq, table_name):
     """Every job (config, start, budget), the budget and the incumbent equal a NumPy
     replay of the rules, given the configurations each bracket sampled. For the plain
     versions on full curves this is textbook successive halving; for the UQ versions
-    the keep counts come from confidence.keep_count on NumPy window statistics."""
-    table, lengths = TABLES[table_name]
-    values = np.asarray(table.values)
-    sched = schedule(kind, uq)
+    the keep counts come from confidence.keep_count on NumPy window statistics (the replay
+    asserts that each is decided by more than rounding), and tau agrees to its reach."""
     batch = batch_run(kind, uq, table_name)
     for i in range(len(KEYS)):
         tr = jax.tree_util.tree_map(lambda a: a[i], batch)
         n = int(tr.num_jobs)
-        rounds = job_rounds(tr)[:n]
-        configs = np.asarray(tr.jobs.config)[:n]
-        firsts, g = [], 0
-        for br in sched.brackets:
-            firsts.append(configs[rounds == g])
-            g += len(br.sizes)
-        ref = ref_halving(sched, values, lengths, firsts, uq)
+        ref = replay_halving(kind, uq, table_name, first_configs(kind, uq, tr.jobs.config[:n], job_rounds(tr)[:n]))
         assert trace_jobs(tr, n) == ref["jobs"]
         assert int(tr.budget) == ref["spent"]
         assert int(tr.incumbent) == ref["incumbent"]
@@ -314,6 +528,10 @@ def test_halving_matches_numpy_replay(kind, uq, table_name):
             got = [(int(k), bool(f), int(r)) for d, k, f, r in zip(
                 decisions, tr.infos.kept[:n], tr.infos.fallback[:n], tr.infos.round_budget[:n]) if d == 1]
             assert got == ref["decisions"]
+            taus = [t for d, f, t in zip(decisions, tr.infos.fallback[:n], tr.infos.tau[:n]) if d == 1 and not f]
+            assert len(taus) == len(ref["taus"])
+            for t, (t_ref, d_tau) in zip(taus, ref["taus"]):
+                assert abs(t - t_ref) <= d_tau
 
 
 def test_plain_sh_is_textbook_successive_halving():
@@ -364,15 +582,13 @@ def test_budget_accounting_identical(kind):
 @pytest.mark.parametrize("uq", [False, True])
 @pytest.mark.parametrize("table_name", ["full", "ragged"])
 def test_subsampling_matches_numpy_replay(uq, table_name):
-    table, lengths = (FULL, FULL_LEN) if table_name == "full" else (RAGGED, RAGGED_LEN)
     sched = schedule("subsampling", uq)
     assert sched.total_budget == schedule("sh", False).total_budget and sched.step == 1
     batch = batch_run("subsampling", uq, table_name)
     for i in range(len(KEYS)):
         tr = jax.tree_util.tree_map(lambda a: a[i], batch)
         n = int(tr.num_jobs)
-        first = np.asarray(tr.jobs.config)[: sched.num_start]
-        ref = ref_subsampling(np.asarray(table.values), lengths, first, uq, sched.total_budget, sched.step)
+        ref = replay_subsampling(uq, table_name, tuple(np.asarray(tr.jobs.config)[: sched.num_start].tolist()))
         assert trace_jobs(tr, n) == ref["jobs"]
         assert int(tr.budget) == ref["spent"]
         assert int(tr.incumbent) == ref["incumbent"]
