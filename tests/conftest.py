@@ -33,3 +33,29 @@ def key():
 @pytest.fixture
 def rng():
     return np.random.default_rng(0)
+
+
+def _memory_maps() -> int:
+    """Memory mappings of this process (Linux), -1 where unknown."""
+    try:
+        with open("/proc/self/maps") as f:
+            return sum(1 for _ in f)
+    except OSError:
+        return -1
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _release_compiled_programs():
+    """Drops JAX's compiled programs after each test module.
+
+    Every XLA:CPU executable holds several memory mappings of its own. The whole suite
+    compiles thousands of programs, and one process that keeps them all reaches Linux's
+    per-process limit (``vm.max_map_count``, 65,530 by default): the next compilation then
+    fails inside LLVM with a segmentation fault. No test relies on a program compiled by
+    another module, so each module starts from empty caches.
+    """
+    yield
+    jax.clear_caches()
+    if os.environ.get("JAXSTOP_TEST_MAPS"):
+        with open(os.environ["JAXSTOP_TEST_MAPS"], "a") as f:
+            f.write(f"{_memory_maps()}\n")
