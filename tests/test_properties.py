@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from jaxstop import confidence, gp, regret
+from jaxstop import bos, confidence, gp, regret
 
 CAP, D = 10, 2
 GARBAGE = [np.nan, np.inf, -np.inf, 1e30, -1e30, 7.0, -3.0]
@@ -148,3 +148,45 @@ def test_half_precision_is_refused_naming_the_argument(dtype):
     for name, call in calls:
         with pytest.raises(TypeError, match=name):
             call()
+
+
+_bound_padded = jax.jit(lambda X, y, m: regret.regret_bound(gp.posterior(P, X, y, m), X, m, 64, 2.0,
+                                                            key=jax.random.key(0)))
+
+
+@SETTINGS
+@given(n=st.integers(2, CAP), seed=st.integers(0, 50), bad=st.sampled_from(GARBAGE),
+       bad_y=st.sampled_from(GARBAGE))
+def test_regret_bound_padded_rows_inert(n, seed, bad, bad_y):
+    # The same compiled program with benign and with garbage padding: every field of the
+    # bound must be bit-identical (padded rows are replaced before any arithmetic).
+    X, y, mask = problem(seed, n)
+    clean = _bound_padded(X, y, mask)
+    X[~mask], y[~mask] = bad, bad_y
+    dirty = _bound_padded(X, y, mask)
+    assert bool(clean.ok)
+    for a, b in zip(jax.tree_util.tree_leaves(clean), jax.tree_util.tree_leaves(dirty)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+_solve = jax.jit(lambda prefix, best, k1, k2, cost: bos.solve(
+    jax.random.key(0), prefix, best, 20, k1, k2, cost, num_paths=2_000, chunk_size=2_000, fit_steps=50))
+_GOOD = {"best": 0.3, "k1": 100.0, "k2": 99.0, "cost": 1.0}
+_BAD = {"best": [np.nan, np.inf, -0.5, 1.5], "k1": [np.nan, -1.0, np.inf], "k2": [np.nan, -1.0],
+        "cost": [np.nan, -1.0]}
+
+
+@SETTINGS
+@given(arg=st.sampled_from(sorted(_BAD)), pick=st.integers(0, 3), bad_epoch=st.integers(-1, 7))
+def test_bos_bad_values_inside_jit_give_a_void_table(arg, pick, bad_epoch):
+    # A bad scalar (or a NaN epoch of the prefix) inside jit: the table says not ok and its
+    # every action is "continue" - never a stop decided from garbage.
+    prefix = np.array([0.62, 0.48, 0.41, 0.37, 0.345, 0.33, 0.32, 0.312])
+    values = dict(_GOOD)
+    if bad_epoch >= 0:
+        prefix[bad_epoch] = np.nan
+    else:
+        values[arg] = _BAD[arg][pick % len(_BAD[arg])]
+    table = _solve(prefix, values["best"], values["k1"], values["k2"], values["cost"])
+    assert not bool(table.ok)
+    assert np.all(np.asarray(table.actions) == bos.ACTION_FORCED_CONTINUE)
