@@ -12,46 +12,17 @@ import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
 import pytest
-from scipy import integrate, special, stats
+from scipy import special, stats
 
 from jaxstop import confidence
 from jaxstop._src.status import Reason
 from jaxstop.confidence import _keep, _quadrature
+from test_confidence import quad_leader, quad_prob_best  # the scipy oracles
 
 EPS32 = float(np.finfo(np.float32).eps)
 TAIL_CUT = 1e-4 * EPS32 + 2 * special.ndtr(-9.0)  # skipped panels and candidates, per integral
 keep_count_jit = jax.jit(confidence.keep_count)
 problem_status_jit = jax.jit(confidence.problem_status)
-
-
-def quad_prob_best(mu, sigma):
-    """p_i = int pdf_i(x) prod_{j != i} sf_j(x) dx by adaptive quadrature (float64)."""
-    mu, sigma = np.asarray(mu, float), np.asarray(sigma, float)
-    out = np.zeros(len(mu))
-    for i in range(len(mu)):
-        others = np.arange(len(mu)) != i
-        lo, hi = mu[i] - 12 * sigma[i], mu[i] + 12 * sigma[i]
-        hi = min(hi, np.min(mu[others] + 12 * sigma[others])) if others.any() else hi
-        if hi > lo:
-            def f(x, i=i, others=others):
-                log_rest = np.sum(stats.norm.logsf(x, mu[others], sigma[others]))
-                return stats.norm.pdf(x, mu[i], sigma[i]) * np.exp(log_rest)
-            pts = sorted({m + k * s for m, s in zip(mu, sigma) for k in (-3, 0, 3) if lo < m + k * s < hi})
-            out[i] = integrate.quad(f, lo, hi, points=pts or None, limit=2000, epsabs=1e-14, epsrel=1e-12)[0]
-    return out
-
-
-def quad_leader(mu_sorted, sigma_sorted, k):
-    """Pr(X_1 < min(X_2..X_k)) by adaptive quadrature (float64)."""
-    mu, sigma = np.asarray(mu_sorted, float), np.asarray(sigma_sorted, float)
-    lo, hi = mu[0] - 12 * sigma[0], mu[0] + 12 * sigma[0]
-    if k > 1:
-        hi = min(hi, np.min(mu[1:k] + 12 * sigma[1:k]))
-
-    def f(x):
-        return stats.norm.pdf(x, mu[0], sigma[0]) * np.exp(np.sum(stats.norm.logsf(x, mu[1:k], sigma[1:k])))
-
-    return integrate.quad(f, lo, hi, limit=2000, epsabs=1e-14, epsrel=1e-12)[0]
 
 
 # ----------------------------------------------------------------------------

@@ -51,7 +51,7 @@ from jaxstop import confidence
 from jaxstop.policies._base import Job, Limits, Policy, Result, build_policy, make_job
 from jaxstop.policies._halving.params import HalvingParams, check_candidates, check_params, default_params, float_dtype
 from jaxstop.policies._halving.schedule import halving_schedule
-from jaxstop.policies._halving.slots import first, rank_key, sample_rows
+from jaxstop.policies._halving.slots import first, rank_key, record_slot, sample_rows
 from jaxstop.policies._halving.uncertainty import check_window, push, uncertainty
 
 __all__ = ["SubsamplingInfo", "SubsamplingState", "subsampling"]
@@ -204,22 +204,8 @@ def _tell(cfg: _Config, state: SubsamplingState, job: Job, result: Result, param
     result (epochs, loss, spent budget, completeness); at the end of a round chooses the
     challengers that beat the leader (SS: lower loss; SS+: ``Pr(l_m >= l_i) >= threshold``)
     for the next round; the study terminates when the budget is spent or nobody can train."""
-    s = state
-    slot = s.current
-    active = ~s.done & s.pending[slot]
-    value = jnp.asarray(result.value).astype(cfg.fdtype)
-    epoch = jnp.asarray(result.epoch).astype(jnp.int32)
-    budget_ = jnp.asarray(job.budget).astype(jnp.int32)
-    start = jnp.clip(jnp.asarray(job.start).astype(jnp.int32), 0, epoch)
-    ended = (epoch < budget_) | (epoch >= cfg.max_budget)
-    upd = lambda new, old: jnp.where(active, new, old)  # noqa: E731
-    s = s._replace(
-        epochs=s.epochs.at[slot].set(upd(epoch, s.epochs[slot])),
-        mu=s.mu.at[slot].set(upd(value, s.mu[slot])),
-        complete=s.complete.at[slot].set(upd(s.complete[slot] | ended, s.complete[slot])),
-        pending=s.pending.at[slot].set(s.pending[slot] & ~active),
-        spent=(s.spent + jnp.where(active, epoch - start, 0)).astype(jnp.int32),
-    )
+    s, active, _, cost = record_slot(state, job, result, cfg.max_budget, cfg.fdtype)
+    s = s._replace(spent=(s.spent + jnp.where(active, cost, 0)).astype(jnp.int32))
     if cfg.uq:
         sigma, _, _ = uncertainty(s.recent, s.count, cfg.window, params)
         s = s._replace(sigma=sigma)

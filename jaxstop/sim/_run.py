@@ -198,9 +198,12 @@ def _run(policy: Policy, table: CurveTable, key, params, max_jobs: int, batched:
         state, info = policy.tell(state, one(jobs), one(results), params)
         return state, jax.tree_util.tree_map(lambda a: jnp.asarray(a)[None], info)
 
-    shapes = jax.eval_shape(lambda s, k: (lambda j, a, r, s2: (j, r._replace(history=None), tell(s2, j, a, r)[1]))(
-        *play(s, k)), state0, k_loop)
-    job_shapes, result_shapes, info_shape = shapes
+    def one_step(state, k):
+        """The jobs, results (without history) and infos of one iteration (for their shapes)."""
+        jobs, act, results, state = play(state, k)
+        return jobs, results._replace(history=None), tell(state, jobs, act, results)[1]
+
+    job_shapes, result_shapes, info_shape = jax.eval_shape(one_step, state0, k_loop)
     cap = max_jobs + width
     buffers = (
         jax.tree_util.tree_map(lambda sd: jnp.zeros((cap,) + sd.shape[1:], sd.dtype), job_shapes),

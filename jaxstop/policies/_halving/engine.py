@@ -32,7 +32,7 @@ from jaxstop.policies._halving import uncertainty as _uncertainty
 from jaxstop.policies._base import Incumbent, Job, Result, improves, jit_step, make_job, update_incumbent
 from jaxstop.policies._halving.state import HalvingInfo, HalvingState
 from jaxstop.policies._halving.schedule import RoundTable
-from jaxstop.policies._halving.slots import first, rank_key, ranks, sample_rows
+from jaxstop.policies._halving.slots import first, rank_key, ranks, record_slot, sample_rows
 
 __all__ = ["Engine", "apply_keep", "ask", "delta_table", "end_bracket", "finish", "info", "init", "keep_inputs",
            "record", "record_profile", "report", "start_bracket", "tell", "tell_eager", "track_incumbent",
@@ -172,19 +172,8 @@ def track_incumbent(e: Engine, s: HalvingState, level, value, config, ok) -> Hal
 def record(e: Engine, s: HalvingState, job: Job, result: Result, params):
     """Bookkeeping of one result; returns the state and (round over, last round)."""
     slot = s.current
-    active = ~s.done & s.pending[slot]
-    value = jnp.asarray(result.value).astype(e.fdtype)
-    epoch = jnp.asarray(result.epoch).astype(jnp.int32)
-    budget = jnp.asarray(job.budget).astype(jnp.int32)
-    start = jnp.clip(jnp.asarray(job.start).astype(jnp.int32), 0, epoch)
-    ended = (epoch < budget) | (epoch >= e.max_budget)
-    upd = lambda new, old: jnp.where(active, new, old)  # noqa: E731
-    cost = epoch - start
+    s, active, value, cost = record_slot(s, job, result, e.max_budget, e.fdtype)
     s = s._replace(
-        epochs=s.epochs.at[slot].set(upd(epoch, s.epochs[slot])),
-        mu=s.mu.at[slot].set(upd(value, s.mu[slot])),
-        complete=s.complete.at[slot].set(upd(s.complete[slot] | ended, s.complete[slot])),
-        pending=s.pending.at[slot].set(s.pending[slot] & ~active),
         spent=(s.spent + jnp.where(active, cost, 0)).astype(jnp.int32),
         unspent=(s.unspent + jnp.where(active, s.alloc - cost, 0)).astype(jnp.int32),
     )

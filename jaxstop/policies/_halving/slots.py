@@ -8,7 +8,29 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-__all__ = ["first", "rank_key", "ranks", "sample_rows"]
+__all__ = ["first", "rank_key", "ranks", "record_slot", "sample_rows"]
+
+
+def record_slot(s, job, result, max_budget: int, fdtype):
+    """Writes the result of the job of slot ``s.current`` into the slot arrays of a
+    halving-like state (``epochs``, ``mu``, ``complete``, ``pending``; ignored once
+    ``s.done`` or when the slot is not pending). Returns ``(state, active, value, cost)``:
+    whether the result counted, its loss, and the epochs it trained."""
+    slot = s.current
+    active = ~s.done & s.pending[slot]
+    value = jnp.asarray(result.value).astype(fdtype)
+    epoch = jnp.asarray(result.epoch).astype(jnp.int32)
+    budget = jnp.asarray(job.budget).astype(jnp.int32)
+    start = jnp.clip(jnp.asarray(job.start).astype(jnp.int32), 0, epoch)
+    ended = (epoch < budget) | (epoch >= max_budget)
+    upd = lambda new, old: jnp.where(active, new, old)  # noqa: E731
+    s = s._replace(
+        epochs=s.epochs.at[slot].set(upd(epoch, s.epochs[slot])),
+        mu=s.mu.at[slot].set(upd(value, s.mu[slot])),
+        complete=s.complete.at[slot].set(upd(s.complete[slot] | ended, s.complete[slot])),
+        pending=s.pending.at[slot].set(s.pending[slot] & ~active),
+    )
+    return s, active, value, epoch - start
 
 
 def ranks(key):
