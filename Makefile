@@ -22,11 +22,11 @@ $(VENV)/.stamp-base: pyproject.toml | $(BIN)/python
 	touch $@
 
 $(VENV)/.stamp-test: pyproject.toml | $(BIN)/python
-	$(PIP) install --quiet -e '.[test,notebooks]'
+	$(PIP) install --quiet -e '.[test,notebooks,optuna]'
 	touch $@
 
 $(VENV)/.stamp-bench: pyproject.toml | $(BIN)/python
-	$(PIP) install --quiet -e '.[test,notebooks,bench]'
+	$(PIP) install --quiet -e '.[test,notebooks,optuna,bench]'
 	touch $@
 
 demo: $(VENV)/.stamp-base
