@@ -3,6 +3,8 @@
 Rows (each compiled once per device, timed separately: median of ``--repeats`` calls after a
 warm-up, ``block_until_ready``):
 
+The host CPU runs ``1/--host-fraction`` of each row's items (per-item times are compared).
+
 * SH+ (``uq=True``) studies on the embedded AlexNet table, float32, ``jax.vmap(sim.run)``
   over keys, batch protocol (the default) and one job per step;
 * BOS ``solve_batch``: trials x paths (float32);
@@ -42,7 +44,9 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--budget", type=float, default=400.0, help="seconds before no new row starts")
-    ap.add_argument("--rows", default="sh,bos,regret,onejob", help="comma-separated rows to run")
+    ap.add_argument("--rows", default="regret,bos,sh,onejob", help="comma-separated rows to run, in this order")
+    ap.add_argument("--host-fraction", type=int, default=10,
+                    help="the host CPU runs 1/F of each row's items (per-item times are compared)")
     args = ap.parse_args()
     jax.config.update("jax_enable_x64", True)
     from jaxstop import bos, data, policies, regret, sim
@@ -60,17 +64,21 @@ def main() -> None:
 
     wanted = set(args.rows.split(","))
 
-    def row(name, size, items, fn, fargs, key):
+    def row(name, unit, items, fn, fargs, key):
+        """One row per target; the host CPU runs the first ``items // host_fraction`` items
+        (every argument's leading axis is the item axis)."""
         if key not in wanted:
             return
         for label, dev in targets:
             if time.perf_counter() - start > args.budget:
-                lines.append(f"| {name} | {label} | {size} | - | - | (time budget spent) |")
+                lines.append(f"| {name} | {label} | - | - | - | (time budget spent) |")
                 continue
+            m = items if label == "accelerator" else max(1, items // args.host_fraction)
+            sub = jax.tree.map(lambda a: a[:m], fargs)
             with jax.default_device(dev):
-                a = jax.device_put(fargs, dev)
+                a = jax.device_put(sub, dev)
                 c, t = timed(fn, a, args.repeats)
-            lines.append(f"| {name} | {label} | {size} | {c:.1f} | {t:.3f} | {1e3 * t / items:.4f} |")
+            lines.append(f"| {name} | {label} | {m:,} {unit} | {c:.1f} | {t:.3f} | {1e3 * t / m:.4f} |")
             print(lines[-1], flush=True)
             (out / "device_suite.md").write_text("\n".join(lines) + "\n")
 
@@ -78,29 +86,38 @@ def main() -> None:
     table = sim.CurveTable(jnp.asarray(curves.values, jnp.float32), jnp.asarray(curves.mask))
     n, epochs = table.values.shape
     plus = policies.sh(n, epochs, eta=3, uq=True)
-    runs = 1000 if args.quick else 20000
+    runs = 1000 if args.quick else 100_000
     keys = jax.random.split(jax.random.key(0), runs)
-    row("SH+ studies, AlexNet, batch protocol", f"{runs} runs", runs,
-        lambda k: jax.vmap(lambda kk: sim.run(plus, table, kk).incumbent_value)(k), (keys,), "sh")
-
-    trials, paths = (50, 10_000) if args.quick else (1000, 100_000)
     rng = np.random.default_rng(0)
+    trials, paths = (50, 10_000) if args.quick else (1000, 100_000)
     prefix = np.sort(rng.uniform(0.3, 0.7, (trials, 8)), axis=1)[:, ::-1].astype(np.float32)
     best = rng.uniform(0.2, 0.35, trials).astype(np.float32)
     k1 = rng.uniform(80, 120, trials).astype(np.float32)
-    row("BOS solve_batch, N = 50, N0 = 8", f"{trials} trials x {paths} paths", trials,
-        lambda p, b, k: bos.solve_batch(jax.random.key(1), p, b, 50, k, 99.0, 1.0, num_paths=paths).actions,
-        (prefix, best, k1), "bos")
-
     studies = 200 if args.quick else 10_000
     X = rng.uniform(size=(studies, 200, 3))
     y = np.sin(3 * X).sum(-1) + 0.1 * rng.normal(size=(studies, 200))
-    row("regret bound with GP fit, n = 200, d = 3, float64", f"{studies} studies", studies,
-        lambda X, y: jax.vmap(lambda k, a, b: regret.fit_regret_bound(k, a, b).bound.bound)(
-            jax.random.split(jax.random.key(2), X.shape[0]), X, y), (X, y), "regret")
     few = min(runs, 500)
-    row("SH+ studies, AlexNet, one job per step", f"{few} runs", few,
-        lambda k: jax.vmap(lambda kk: sim.run(plus, table, kk, batched=False).incumbent_value)(k), (keys[:few],), "onejob")
+    rows = {
+        "sh": lambda: row(
+            "SH+ studies, AlexNet, batch protocol", "runs", runs,
+            lambda k: jax.vmap(lambda kk: sim.run(plus, table, kk).incumbent_value)(k), (keys,), "sh"),
+        "bos": lambda: row(
+            f"BOS solve_batch, N = 50, N0 = 8, {paths:,} paths", "trials", trials,
+            lambda p, b, k: bos.solve_batch(jax.random.key(1), p, b, 50, k, 99.0, 1.0, num_paths=paths).actions,
+            (prefix, best, k1), "bos"),
+        "regret": lambda: row(
+            "regret bound with GP fit, n = 200, d = 3, float64", "studies", studies,
+            lambda X, y: jax.vmap(lambda k, a, b: regret.fit_regret_bound(k, a, b).bound.bound)(
+                jax.random.split(jax.random.key(2), X.shape[0]), X, y), (X, y), "regret"),
+        "onejob": lambda: row(
+            "SH+ studies, AlexNet, one job per step", "runs", few,
+            lambda k: jax.vmap(lambda kk: sim.run(plus, table, kk, batched=False).incumbent_value)(k),
+            (keys[:few],), "onejob"),
+    }
+    for name in args.rows.split(","):
+        if name not in rows:
+            raise SystemExit(f"--rows: unknown row {name!r}; choose from {sorted(rows)}")
+        rows[name]()
     lines.append("")
     lines.append(f"total {time.perf_counter() - start:.0f} s")
     (out / "device_suite.md").write_text("\n".join(lines) + "\n")
