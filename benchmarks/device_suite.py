@@ -45,6 +45,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--budget", type=float, default=400.0, help="seconds before no new row starts")
     ap.add_argument("--rows", default="regret,bos,sh,onejob", help="comma-separated rows to run, in this order")
+    ap.add_argument("--sh-runs", type=int, default=100_000, help="SH+ studies of the batch-protocol row")
     ap.add_argument("--host-fraction", type=int, default=10,
                     help="the host CPU runs 1/F of each row's items (per-item times are compared)")
     args = ap.parse_args()
@@ -86,7 +87,7 @@ def main() -> None:
     table = sim.CurveTable(jnp.asarray(curves.values, jnp.float32), jnp.asarray(curves.mask))
     n, epochs = table.values.shape
     plus = policies.sh(n, epochs, eta=3, uq=True)
-    runs = 1000 if args.quick else 100_000
+    runs = 1000 if args.quick else args.sh_runs
     keys = jax.random.split(jax.random.key(0), runs)
     rng = np.random.default_rng(0)
     trials, paths = (50, 10_000) if args.quick else (1000, 100_000)
