@@ -26,12 +26,97 @@ class CurveTable(NamedTuple):
             ``None`` means all valid.
         test: Optional held-out loss with the same layout as ``values``.
         configs: Optional configuration vectors in the unit cube, shape (num_configs, d).
+
+    Built from a long table (one record per configuration and epoch) by
+    :meth:`from_long` or :meth:`from_csv`; written and read back exactly by
+    :meth:`save` and :meth:`load`.
     """
 
     values: jax.Array
     mask: Any = None
     test: Any = None
     configs: Any = None
+
+    @classmethod
+    def from_long(cls, config, epoch, value, test=None, *, return_labels: bool = False):
+        """A :class:`CurveTable` from a long table: one record per configuration and epoch.
+
+        The usual CSV / data-frame layout: columns ``config`` (any hashable label: ints,
+        strings, tuples), ``epoch`` (budget units trained, counted from 1) and ``value`` (the
+        loss after that many epochs), optionally ``test``. Records may come in any order.
+        Row ``i`` of the table is the ``i``-th distinct label in order of first appearance.
+        Every configuration must have the epochs ``1 .. L`` exactly once (any ``L`` >= 1:
+        ragged curves); shorter curves are padded with NaN and ``mask`` marks the valid
+        prefix, as :class:`CurveTable` represents them.
+
+        Args:
+            config: Configuration label of every record, length n.
+            epoch: Integer epoch of every record, >= 1, length n.
+            value: Loss of every record, finite, length n.
+            test: Optional test loss of every record, length n.
+            return_labels: Also return the labels of the rows.
+
+        Returns:
+            The table (values in ``value``'s floating dtype); with ``return_labels``,
+            ``(table, labels)``, ``labels[i]`` the label of row ``i``.
+
+        Raises:
+            ValueError / TypeError: Naming the column: lengths differ, an epoch that is not
+                an integer >= 1, a configuration with a repeated or missing epoch, a
+                non-finite loss.
+
+        Example:
+            >>> from jaxstop.sim import CurveTable
+            >>> table, labels = CurveTable.from_long(
+            ...     ["b", "a", "a", "b", "b"], [2, 2, 1, 1, 3], [0.5, 0.375, 0.625, 0.75, 0.25],
+            ...     return_labels=True)
+            >>> labels, table.mask.tolist()
+            (['b', 'a'], [[True, True, True], [True, True, False]])
+            >>> table.values[0].tolist()
+            [0.75, 0.5, 0.25]
+        """
+        from jaxstop.sim._table import from_long
+
+        return from_long(config, epoch, value, test, return_labels=return_labels)
+
+    @classmethod
+    def from_csv(cls, path, *, return_labels: bool = False):
+        """A table from a CSV file of records, read with NumPy (see :meth:`from_long`).
+
+        The file has a header line naming the columns ``config``, ``epoch``, ``value`` and
+        optionally ``test`` (in any order; other columns are ignored), fields separated by
+        commas and not quoted. Configuration labels are read as numbers where the whole
+        column is numeric, else as strings.
+
+        Raises:
+            ValueError: Naming the file, for a file that is not such a table (and the
+                errors of :meth:`from_long`).
+        """
+        from jaxstop.sim._table import read_csv
+
+        return read_csv(path, return_labels=return_labels)
+
+    def save(self, path) -> None:
+        """Writes the table (checked, ``mask`` included) to ``path`` with :func:`jaxstop.save`.
+
+        Example:
+            >>> import os, tempfile, jax.numpy as jnp
+            >>> path = os.path.join(tempfile.mkdtemp(), "table.npz")
+            >>> CurveTable(jnp.array([[0.5, 0.375]])).save(path)
+            >>> CurveTable.load(path).values.tolist()
+            [[0.5, 0.375]]
+        """
+        from jaxstop.sim._table import save_table
+
+        save_table(self, path)
+
+    @classmethod
+    def load(cls, path) -> "CurveTable":
+        """The table :meth:`save` wrote to ``path``, bit for bit (via :func:`jaxstop.load`);
+        ``ValueError`` naming the file for any other file."""
+        from jaxstop.sim._table import load_table
+
+        return load_table(path)
 
 
 class Trace(NamedTuple):

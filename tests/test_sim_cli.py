@@ -1,0 +1,204 @@
+"""Curve tables in and out (from_long, save / load, load into abstract trees) and the command line."""
+
+import subprocess
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxstop
+from jaxstop import policies, sim
+from jaxstop.__main__ import main
+from jaxstop.sim._cli import build_parser
+
+NUM, T = 7, 6
+
+
+def ragged(seed=0):
+    """Curves of lengths 1..T (one of each extreme), NaN-padded, with test losses."""
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(1, T + 1, NUM)
+    lengths[:2] = (1, T)
+    mask = np.arange(T)[None, :] < lengths[:, None]
+    values = np.where(mask, rng.uniform(0.1, 0.9, (NUM, T)), np.nan)
+    test = np.where(mask, values + rng.normal(0, 0.05, values.shape), np.nan)
+    return values, test, mask, lengths
+
+
+def records(values, test, mask, labels, rng):
+    """The long layout of a table: one record per valid (row, epoch), shuffled."""
+    rows, cols = np.nonzero(mask)
+    order = rng.permutation(rows.size)
+    rows, cols = rows[order], cols[order]
+    return [labels[r] for r in rows], cols + 1, values[rows, cols], test[rows, cols], rows
+
+
+def first_appearance(rows):
+    seen = []
+    for r in rows:
+        if r not in seen:
+            seen.append(r)
+    return seen
+
+
+@pytest.mark.parametrize("kind", ["str", "int", "tuple"])
+def test_from_long_round_trips_ragged_unsorted_tables(kind):
+    rng = np.random.default_rng(1)
+    values, test, mask, lengths = ragged()
+    labels = {"str": [f"lr={10.0 ** -i:g}" for i in range(NUM)], "int": list(range(100, 100 - NUM, -1)),
+              "tuple": [(i % 2, f"opt{i}") for i in range(NUM)]}[kind]
+    config, epoch, value, tst, rows = records(values, test, mask, labels, rng)
+    table, got = sim.CurveTable.from_long(config, epoch, value, tst, return_labels=True)
+    order = first_appearance(rows)            # table row i is original row order[i]
+    assert got == [labels[r] for r in order]
+    np.testing.assert_array_equal(np.asarray(table.mask), mask[order])
+    np.testing.assert_array_equal(np.asarray(table.values), values[order])   # NaN padding included
+    np.testing.assert_array_equal(np.asarray(table.test), test[order])
+    np.testing.assert_array_equal(np.asarray(sim.curve_lengths(table)), lengths[order])
+    assert table.configs is None
+    # a NumPy string column (as read from a CSV) gives the same table
+    if kind == "str":
+        again = sim.CurveTable.from_long(np.asarray(config), epoch, value, tst)
+        np.testing.assert_array_equal(np.asarray(again.values), np.asarray(table.values))
+
+
+def test_from_long_rejects_tables_it_cannot_represent():
+    with pytest.raises(ValueError, match="'a' has epoch 1 more than once"):
+        sim.CurveTable.from_long(["a", "a"], [1, 1], [0.5, 0.4])
+    with pytest.raises(ValueError, match="'b' has 2 epochs up to epoch 3"):
+        sim.CurveTable.from_long(["a", "b", "b"], [1, 1, 3], [0.5, 0.4, 0.3])
+    with pytest.raises(ValueError, match="epoch must be >= 1"):
+        sim.CurveTable.from_long(["a", "a"], [0, 1], [0.5, 0.4])
+    with pytest.raises(ValueError, match="epoch must hold whole numbers"):
+        sim.CurveTable.from_long(["a"], [1.5], [0.5])
+    with pytest.raises(ValueError, match="config must have one entry per record"):
+        sim.CurveTable.from_long(["a"], [1, 2], [0.5, 0.4])
+    with pytest.raises(ValueError, match="table.values has 1 non-finite"):
+        sim.CurveTable.from_long(["a", "a"], [1, 2], [0.5, np.nan])
+
+
+def test_save_and_load_tables_exactly(tmp_path):
+    values, test, mask, _ = ragged(2)
+    configs = np.random.default_rng(0).uniform(size=(NUM, 3))
+    full = sim.CurveTable(jnp.asarray(values), jnp.asarray(mask), jnp.asarray(test), jnp.asarray(configs))
+    plain = sim.CurveTable(jnp.asarray(np.nan_to_num(values, nan=0.5), jnp.float32))
+    for i, table in enumerate([full, plain]):
+        path = tmp_path / f"t{i}.npz"
+        table.save(path)
+        back = sim.CurveTable.load(path)
+        assert isinstance(back, sim.CurveTable)
+        for field in sim.CurveTable._fields:
+            a, b = getattr(back, field), getattr(table, field)
+            if field == "mask" and b is None:    # saved as the all-valid mask
+                b = np.ones(table.values.shape, bool)
+            if b is None:
+                assert a is None
+            else:
+                assert a.dtype == b.dtype
+                np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    jaxstop.save({"values": jnp.ones(3)}, tmp_path / "other.npz")
+    with pytest.raises(ValueError, match="not a CurveTable"):
+        sim.CurveTable.load(tmp_path / "other.npz")
+    (tmp_path / "junk.npz").write_bytes(b"junk")
+    with pytest.raises(ValueError, match="not a CurveTable"):
+        sim.CurveTable.load(tmp_path / "junk.npz")
+
+
+def test_load_restores_into_shape_dtype_struct_leaves(tmp_path):
+    policy = policies.random_search(4, max_budget=3)
+    key = jax.random.key(2)
+    tree = {"state": policy.init(key), "keys": jax.random.split(key, 3), "x": jnp.linspace(0.0, 1.0, 5)}
+    jaxstop.save(tree, tmp_path / "tr.npz")
+    like = jax.eval_shape(lambda k: {"state": policy.init(k), "keys": jax.random.split(k, 3),
+                                     "x": jnp.zeros(5)}, jax.random.key(0))
+    assert all(isinstance(x, jax.ShapeDtypeStruct) for x in jax.tree_util.tree_leaves(like))
+    back = jaxstop.load(tmp_path / "tr.npz", like=like)
+    assert jax.tree_util.tree_structure(back) == jax.tree_util.tree_structure(tree)
+    for a, b in zip(jax.tree_util.tree_leaves(back), jax.tree_util.tree_leaves(tree)):
+        assert isinstance(a, jax.Array) and a.dtype == b.dtype and a.shape == b.shape
+        if jnp.issubdtype(a.dtype, jax.dtypes.prng_key):
+            a, b = jax.random.key_data(a), jax.random.key_data(b)
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    # a shape or dtype that differs from the file is refused, naming the leaf
+    for wrong in [jax.ShapeDtypeStruct((4,), like["keys"].dtype), jax.ShapeDtypeStruct((3,), jnp.uint32)]:
+        with pytest.raises(ValueError, match=r"\['keys'\]"):
+            jaxstop.load(tmp_path / "tr.npz", like={**like, "keys": wrong})
+
+
+def test_cli_writes_the_traces_of_run_many_and_a_summary(tmp_path):
+    values, test, mask, _ = ragged(3)
+    labels = [f"cfg-{c}" for c in "qwertyu"]
+    config, epoch, value, tst, _ = records(values, test, mask, labels, np.random.default_rng(4))
+    csv = tmp_path / "curves.csv"
+    lines = ["config,epoch,value,test"] + [f"{c},{e},{float(v)!r},{float(t)!r}"
+                                           for c, e, v, t in zip(config, epoch, value, tst)]
+    csv.write_text("\n".join(lines) + "\n")
+    out, ckpt = tmp_path / "study.npz", tmp_path / "ckpt"
+    cmd = [sys.executable, "-m", "jaxstop", "simulate", "--table", str(csv), "--policy", "subsampling",
+           "--eta", "2", "--total-budget", "20", "--runs", "4", "--seed", "5", "--chunk-size", "2",
+           "--dtype", "float64", "--checkpoint", str(ckpt), "--out", str(out), "--no-progress"]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "final regret (percentage points)" in done.stdout and "budget spent (epochs)" in done.stdout
+    assert sorted(p.name for p in ckpt.iterdir()) == ["chunk_000000.npz", "chunk_000001.npz", "manifest.json"]
+    # the same study in this process (float64, as the test session)
+    table = sim.CurveTable.from_long(config, epoch, value, tst)
+    policy = policies.subsampling(NUM, T, eta=2, budget=20, dtype=jnp.float64)
+    ref = sim.run_many(policy, table, jax.random.key(5), 4, chunk_size=2, progress=False)
+    summary = sim.summarize(ref, table)
+    back = jaxstop.load(out, like={"summary": summary, "traces": ref})
+    for a, b in zip(jax.tree_util.tree_leaves(back), jax.tree_util.tree_leaves({"summary": summary, "traces": ref})):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    # the printed mean final regret is the summary's, in percentage points
+    row = next(line for line in done.stdout.splitlines() if line.startswith("final regret"))
+    assert float(row.split()[-5]) == pytest.approx(100 * float(summary.mean.final_regret), rel=1e-3, abs=1e-9)
+
+
+OPTIONS = ["--table", "--policy", "--runs", "--seed", "--out", "--checkpoint", "--chunk-size", "--max-jobs",
+           "--max-budget", "--dtype", "--grid-points", "--no-progress", "--uq", "--eta", "--min-budget", "--window",
+           "--num-start", "--keep-rule", "--delta-estimate", "--num-profile", "--num-samples", "--total-budget",
+           "--step", "--replace", "--max-evals", "--num-init", "--n0", "--num-paths", "--threshold",
+           "--acquisition", "--min-iterations"]
+
+
+def test_help_documents_every_option(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["simulate", "--help"])
+    assert exit_.value.code == 0
+    text = capsys.readouterr().out
+    for option in OPTIONS:
+        assert f"  {option}" in text, option
+    for name in ["sh", "hyperband", "bohb", "subsampling", "random_search", "bo_bos", "gp_ucb",
+                 "auto_termination_bo", "alexnet", ".csv"]:
+        assert name in text
+    # every option the parser knows is in the list above, and each has its own help text
+    parser = build_parser()
+    flags = {s for a in parser._actions for s in a.option_strings if s.startswith("--") and s != "--help"}
+    assert flags == set(OPTIONS)
+    assert all(a.help for a in parser._actions)
+    assert main(["--help"]) == 0 and "simulate" in capsys.readouterr().out
+
+
+def test_bad_input_gives_a_clear_error(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["simulate", "--table", "alexnet", "--policy", "asha", "--out", "x.npz"])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert "argument --policy: invalid choice: 'asha'" in err and "random_search" in err
+    with pytest.raises(SystemExit):
+        main(["simulate", "--table", "alexnet", "--policy", "random_search", "--uq", "--out", "x.npz"])
+    assert "--uq does not apply to --policy random_search" in capsys.readouterr().err
+    csv = tmp_path / "c.csv"
+    csv.write_text("config,epoch,value\na,1,0.5\na,2,0.4\nb,1,0.6\n")
+    assert main(["simulate", "--table", str(csv), "--policy", "gp_ucb", "--out", str(tmp_path / "o.npz")]) == 2
+    assert "--policy gp_ucb needs configuration vectors" in capsys.readouterr().err
+    assert main(["simulate", "--table", str(tmp_path / "none.csv"), "--policy", "sh", "--out", "o.npz"]) == 2
+    assert "no such file" in capsys.readouterr().err
+    csv.write_text("cfg,epoch,loss\na,1,0.5\n")
+    assert main(["simulate", "--table", str(csv), "--policy", "sh", "--out", "o.npz"]) == 2
+    assert "missing ['config', 'value']" in capsys.readouterr().err
+    assert main(["simulate", "--table", "alexnet", "--policy", "auto_termination_bo", "--out", "o.npz"]) == 2
+    assert "needs --threshold" in capsys.readouterr().err
+    assert main(["bench"]) == 2 and "unknown command 'bench'" in capsys.readouterr().err
