@@ -109,8 +109,9 @@ def _manifest(directory: Path, digest: str, num_runs: int, chunk_size: int) -> N
 class _Progress:
     """One line on stderr: runs done, runs per second, time left."""
 
-    def __init__(self, total: int, enabled: bool):
+    def __init__(self, total: int, enabled: bool, label: str = "run_many"):
         self.total, self.enabled, self.start, self.computed = total, enabled, time.perf_counter(), 0
+        self.label = label
 
     def update(self, done: int, computed: int) -> None:
         self.computed += computed
@@ -120,7 +121,7 @@ class _Progress:
         rate = self.computed / elapsed if elapsed > 0 and self.computed else float("nan")
         left = (self.total - done) / rate if rate == rate and rate > 0 else float("nan")
         eta = f"{left:.0f} s" if left == left else "?"
-        sys.stderr.write(f"\rrun_many: {done}/{self.total} runs, {rate:.1f} runs/s, ETA {eta}   ")
+        sys.stderr.write(f"\r{self.label}: {done}/{self.total} runs, {rate:.1f} runs/s, ETA {eta}   ")
         if done >= self.total:
             sys.stderr.write("\n")
         sys.stderr.flush()
@@ -154,6 +155,16 @@ def run_many(
     the result is bit-identical to an uninterrupted run on the same machine. A
     directory written with other arguments is refused (``ValueError``).
 
+    Across hosts: called by every process of a ``jax.distributed`` program (same
+    arguments), process ``p`` of ``P`` runs chunks ``p, p + P, ...`` on its own
+    devices, and the chunks are all-gathered with JAX's multi-process runtime, so every
+    process returns the whole result, equal to a one-process run with the same
+    ``chunk_size`` and devices per process. With ``checkpoint`` on a file system all
+    processes share, the chunk files are written once each and any later run (with any
+    number of processes) resumes from them. On CPU hosts, JAX's collectives need
+    ``jax.config.update("jax_cpu_collectives_implementation", "gloo")`` before
+    ``jax.distributed.initialize``.
+
     Args:
         policy, table, params, max_jobs, batched: As in :func:`run`.
         key: PRNG key of the whole study.
@@ -162,7 +173,8 @@ def run_many(
             ``min(num_runs, 1024)`` rounded up to such a multiple.
         checkpoint: Directory for resumable chunk files, or ``None``.
         progress: Print runs done, runs per second and the time left to stderr.
-        devices: Devices to shard each chunk over; default ``jax.devices()``.
+        devices: Devices of this process to shard each chunk over; default
+            ``jax.local_devices()``.
 
     Returns:
         A :class:`Trace` whose leaves are NumPy arrays with a leading (num_runs,) axis.
@@ -181,7 +193,11 @@ def run_many(
     _checks.check_key(key)
     if params is None:
         params = policy.default_params()
-    devices = list(jax.devices() if devices is None else devices)
+    num_procs, proc = jax.process_count(), jax.process_index()
+    devices = list(jax.local_devices() if devices is None else devices)
+    if any(d.process_index != proc for d in devices):
+        raise ValueError("devices must be devices of this process (jax.local_devices()); under jax.distributed "
+                         "each process runs its own chunks on its own devices")
     nd = len(devices)
     if chunk_size is None:
         chunk_size = -(-min(num_runs, _DEFAULT_CHUNK) // nd) * nd
@@ -199,17 +215,21 @@ def run_many(
 
     directory = None
     like = None
+    if checkpoint is not None or num_procs > 1:
+        shapes = jax.eval_shape(lambda k: _run_batch_jit(policy, table, k, params, max_jobs, batched),
+                                run_keys(key, 0, chunk_size))
+        like = jax.tree_util.tree_map(lambda sd: np.zeros(sd.shape, sd.dtype), shapes)
     if checkpoint is not None:
         directory = Path(checkpoint)
         digest = fingerprint(policy, table, key, num_runs, params, max_jobs, chunk_size, batched)
         _manifest(directory, digest, num_runs, chunk_size)
-        shapes = jax.eval_shape(lambda k: _run_batch_jit(policy, table, k, params, max_jobs, batched),
-                                run_keys(key, 0, chunk_size))
-        like = jax.tree_util.tree_map(lambda sd: np.zeros(sd.shape, sd.dtype), shapes)
 
-    bar = _Progress(num_runs, progress)
+    # Under jax.distributed, process p runs chunks p, p + P, p + 2P, ... (P processes).
+    mine = range(proc, num_chunks, num_procs)
+    label = "run_many" if num_procs == 1 else f"run_many [process {proc}/{num_procs}]"
+    bar = _Progress(len(mine) * chunk_size if num_procs > 1 else num_runs, progress, label)
     chunks = []
-    for c in range(num_chunks):
+    for i, c in enumerate(mine):
         path = None if directory is None else directory / f"chunk_{c:06d}.npz"
         if path is not None and path.exists():
             out = jax.device_get(_io.load(path, like=like))
@@ -220,5 +240,21 @@ def run_many(
                 _write_atomic(out, path)
             computed = chunk_size
         chunks.append(out)
-        bar.update(min((c + 1) * chunk_size, num_runs), computed)
+        done = (i + 1) * chunk_size if num_procs > 1 else min((c + 1) * chunk_size, num_runs)
+        bar.update(done, computed)
+    if num_procs > 1:
+        chunks = _gather_chunks(chunks, like, num_chunks, num_procs)
     return jax.tree_util.tree_map(lambda *xs: np.concatenate([np.asarray(x) for x in xs])[:num_runs], *chunks)
+
+
+def _gather_chunks(local: list, like, num_chunks: int, num_procs: int) -> list:
+    """Every process's chunks, in chunk order, on every process (JAX's multi-process
+    all-gather; each process pads its list to the same length with zero chunks)."""
+    from jax.experimental import multihost_utils
+
+    per_proc = math.ceil(num_chunks / num_procs)
+    padded = list(local) + [like] * (per_proc - len(local))
+    stacked = jax.tree_util.tree_map(lambda *xs: np.stack([np.asarray(x) for x in xs]), *padded)
+    gathered = multihost_utils.process_allgather(stacked, tiled=False)  # (P, per_proc, chunk, ...)
+    return [jax.tree_util.tree_map(lambda a, c=c: np.asarray(a[c % num_procs, c // num_procs]), gathered)
+            for c in range(num_chunks)]
