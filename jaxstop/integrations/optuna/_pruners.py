@@ -1,0 +1,61 @@
+"""What the Optuna pruners share: reading a study and a trial's reported values.
+
+Only Optuna's public API (>= 4.0) is used: ``study.directions`` / ``study.direction``,
+``study.get_trials(deepcopy=False, states=...)``, ``trial.number``,
+``trial.intermediate_values``, ``trial.value`` and ``trial.state``. The pruners
+themselves live in ``_bos_pruner.py`` (:class:`BOSPruner`) and ``_uq_pruner.py``
+(:class:`UQSuccessiveHalvingPruner`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import jax.numpy as jnp
+import numpy as np
+import optuna
+from optuna.study import StudyDirection
+
+__all__ = ["check_study", "first_step_at", "float_dtype", "values_upto"]
+
+
+def check_study(study: optuna.Study, who: str) -> bool:
+    """Whether ``study`` minimises; raises ``ValueError`` for a multi-objective study.
+
+    Optuna's ``trial.report`` / ``should_prune`` refuse multi-objective studies already;
+    this check gives the same answer when ``prune`` is called directly.
+    """
+    directions = study.directions
+    if len(directions) != 1:
+        raise ValueError(
+            f"{who} supports single-objective studies only; study {study.study_name!r} has {len(directions)} "
+            f"objectives (directions {[d.name for d in directions]})"
+        )
+    return directions[0] == StudyDirection.MINIMIZE
+
+
+def float_dtype() -> np.dtype:
+    """The floating dtype the pruners compute in: JAX's default float (float64 when
+    ``jax_enable_x64`` is set, float32 otherwise)."""
+    return np.dtype(jnp.result_type(float))
+
+
+def first_step_at(values: Mapping[int, float], step: int, last: int | None = None) -> int | None:
+    """The first reported step ``>= step`` (``None`` if there is none); ``last`` is the
+    largest reported step when the caller knows it."""
+    if step in values:
+        return step
+    if last is None:
+        last = max(values, default=-1)
+    if last < step:
+        return None
+    return min(s for s in values if s >= step)
+
+
+def values_upto(values: Mapping[int, float], step: int, last_n: int | None = None) -> np.ndarray:
+    """The reported values at steps ``<= step`` in step order (only the last ``last_n``
+    of them when given), as float64."""
+    steps = sorted(s for s in values if s <= step)
+    if last_n is not None:
+        steps = steps[-last_n:]
+    return np.array([values[s] for s in steps], dtype=np.float64)

@@ -1,0 +1,342 @@
+"""Tests of the Optuna pruners: BOSPruner and UQSuccessiveHalvingPruner.
+
+Real studies (``optuna.create_study``, seeded TPE / random samplers) whose objective
+replays AlexNet learning curves from the embedded data (``jaxstop.data.alexnet_curves``):
+each trial picks a curve by an int parameter and reports its errors epoch by epoch.
+Oracles: Optuna's own ``SuccessiveHalvingPruner`` (the plain rule), and the jaxstop
+kernels (``bos.solve`` / ``bos.decide``, ``confidence.window_std`` /
+``window_delta_sigma`` / ``keep_count``) called directly on inputs rebuilt from the
+finished study by the rules the pruners document (the incumbent, the K1 schedule, the
+rung members, their curves, the round budget).
+"""
+
+import json
+import math
+import os
+import subprocess
+import sys
+import textwrap
+
+import jax
+import numpy as np
+import optuna
+import pytest
+from optuna.trial import TrialState
+
+from _compiles import count_compilations
+from jaxstop import bos, confidence
+from jaxstop.data import alexnet_curves
+from jaxstop.integrations.optuna._bos_pruner import BOSPruner
+from jaxstop.integrations.optuna._uq_pruner import UQSuccessiveHalvingPruner
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+L, N0 = 20, 8  # epochs replayed per trial (every curve has at least 20), BOS's N0
+CURVES = alexnet_curves().values[:, :L].astype(np.float64)  # top-1 validation errors
+EPS = float(np.finfo(np.float64).eps)
+
+
+def replay(scale=None, nan_trial=None):
+    """An objective replaying curve ``curve`` step by step (``scale``: report the accuracy
+    ``scale * (1 - error)`` instead of the error); trial ``nan_trial`` reports NaN from step 2."""
+
+    def objective(trial):
+        c = trial.suggest_int("curve", 0, CURVES.shape[0] - 1)
+        values = CURVES[c] if scale is None else scale * (1.0 - CURVES[c])
+        for step, v in enumerate(values):
+            trial.report(float("nan") if trial.number == nan_trial and step >= 2 else float(v), step)
+            if trial.should_prune():
+                raise optuna.TrialPruned()
+        return float(values[-1])
+
+    return objective
+
+
+def outcome(study):
+    return [(t.state, t.last_step, t.params) for t in study.trials]
+
+
+# ------------------------------------------------------------------------------------------
+# successive halving: the plain rule is Optuna's
+
+
+@pytest.mark.parametrize("direction, settings", [
+    ("minimize", dict(min_resource=1, reduction_factor=3)),
+    ("maximize", dict(min_resource=2, reduction_factor=2, min_early_stopping_rate=1, bootstrap_count=2)),
+])
+def test_plain_rule_equals_optuna_successive_halving(direction, settings):
+    objective = replay(None if direction == "minimize" else 1.0)
+    runs = []
+    for pruner in (optuna.pruners.SuccessiveHalvingPruner(**settings), UQSuccessiveHalvingPruner(**settings, uq=False)):
+        study = optuna.create_study(direction=direction, sampler=optuna.samplers.TPESampler(seed=3), pruner=pruner)
+        study.optimize(objective, n_trials=60)
+        runs.append(outcome(study))
+    # TPE reads the pruned states and values: one different decision would change the rest
+    assert runs[0] == runs[1]
+    assert {s for s, _, _ in runs[0]} == {TrialState.PRUNED, TrialState.COMPLETE}
+
+
+def test_nan_at_a_rung_is_pruned_as_optuna_does():
+    runs = []
+    for pruner in (optuna.pruners.SuccessiveHalvingPruner(min_resource=2, reduction_factor=3),
+                   UQSuccessiveHalvingPruner(min_resource=2, reduction_factor=3, uq=False),
+                   UQSuccessiveHalvingPruner(min_resource=2, reduction_factor=3)):
+        study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=1), pruner=pruner)
+        study.optimize(replay(nan_trial=4), n_trials=8)
+        assert (study.trials[4].state, study.trials[4].last_step) == (TrialState.PRUNED, 2)
+        runs.append(outcome(study))
+    assert runs[0] == runs[1]
+
+
+# ------------------------------------------------------------------------------------------
+# successive halving: the UQ rule is keep_count's on the rung's members
+
+
+class Capacity:
+    """The pruner pads its keep-count problem to a capacity (32, doubled when outgrown);
+    the oracle pads to the same capacity so that both sides run the same compiled
+    program and the decisions can be compared exactly."""
+
+    def __init__(self):
+        self.cap = 32
+
+    def __call__(self, n):
+        while self.cap < n:
+            self.cap *= 2
+        return self.cap
+
+
+def oracle_decision(by_number, members, rung, capacity, min_resource=2, eta=3, window=10):
+    """(promoted, uq, k, plain rule's promoted) of the trial ``members[-1]`` at ``rung`` among ``members``, rebuilt
+    from the study: each member's errors at steps 0..S_r (every trial reports every step)."""
+    step_r = min_resource * eta**rung
+    curves = np.array([[by_number[m].intermediate_values[s] for s in range(step_r + 1)] for m in members])
+    mu = curves[:, -1]
+    n = len(mu)
+    plain = bool(mu[-1] <= np.sort(mu)[max(n // eta, 1) - 1])  # Optuna's top-1/eta rule, written out
+    if step_r + 1 < 3:  # the window estimate of delta_sigma needs three values
+        return plain, False, max(1, n // eta), plain
+    cap = capacity(n)
+    pad = np.full((cap, step_r + 1), np.nan)
+    pad[:n] = curves
+    epochs = np.where(np.arange(cap) < n, step_r + 1, 0).astype(np.int32)
+    mask = np.arange(cap) < n
+    sigma = np.where(mask, np.maximum(np.asarray(confidence.window_std(pad, epochs, window)), 1e-6), 1.0)
+    delta = np.where(mask, np.asarray(confidence.window_delta_sigma(pad, epochs, window)), 0.0)
+    # R: the steps the plain rule would give the promoted members up to the next rung
+    budget = max(1, n // eta) * (min_resource * eta ** (rung + 1) - step_r)
+    res = confidence.keep_count(np.where(mask, np.resize(mu, cap), 0.0), sigma, delta, np.float64(budget), mask=mask)
+    if not bool(res.ok):
+        return plain, False, max(1, n // eta), plain
+    return bool(res.keep[n - 1]), True, int(res.k), plain
+
+
+def test_uq_decisions_equal_keep_count_on_the_same_inputs():
+    pruner = UQSuccessiveHalvingPruner(min_resource=2, reduction_factor=3)
+    study = optuna.create_study(sampler=optuna.samplers.TPESampler(seed=0), pruner=pruner)
+    study.optimize(replay(), n_trials=40)
+    trials = study.trials
+    capacity = Capacity()
+    kept = dropped = partial = differs = 0
+    first_drop = {}
+    for d in pruner.decisions:
+        step_r = 2 * 3**d.rung
+        # sequential study: the members are the earlier trials that reported the rung step, then the trial
+        earlier = tuple(t.number for t in trials[: d.number] if step_r in t.intermediate_values)
+        assert (d.step, d.members) == (step_r, earlier + (d.number,))
+        promoted, uq, k, plain = oracle_decision({t.number: t for t in trials}, d.members, d.rung, capacity)
+        assert (d.promoted, d.uq, d.k) == (promoted, uq, k)
+        kept += uq and promoted
+        dropped += uq and not promoted
+        partial += uq and 1 < k < len(d.members)
+        differs += uq and promoted != plain
+        if not d.promoted:
+            first_drop.setdefault(d.number, d.step)
+    # the study did what the decisions said
+    for t in trials:
+        if t.number in first_drop:
+            assert (t.state, t.last_step) == (TrialState.PRUNED, first_drop[t.number])
+        else:
+            assert (t.state, t.last_step) == (TrialState.COMPLETE, L - 1)
+    # both outcomes, a rung that keeps some but not all, and decisions the plain rule would not take
+    assert kept and dropped and partial and differs
+
+
+def test_uq_pruner_compiles_once_per_capacity():
+    pruner = UQSuccessiveHalvingPruner(min_resource=2, reduction_factor=3)
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=2), pruner=pruner)
+    study.optimize(replay(), n_trials=12)
+    with count_compilations() as compiled:
+        study.optimize(replay(), n_trials=12)  # at most 24 members: capacity 32 throughout
+    assert sum(d.uq for d in pruner.decisions) > 12
+    assert compiled.total() == 0, compiled
+
+
+WORKER = textwrap.dedent("""
+    import json, sys
+    import jax
+    jax.config.update("jax_enable_x64", True)
+    import optuna
+    from jaxstop.integrations.optuna._uq_pruner import UQSuccessiveHalvingPruner
+    sys.path.insert(0, {tests!r})
+    from test_optuna_pruners import replay
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    pruner = UQSuccessiveHalvingPruner(min_resource=2, reduction_factor=3)
+    study = optuna.load_study(study_name="shared", storage={url!r}, pruner=pruner,
+                              sampler=optuna.samplers.RandomSampler(seed=int(sys.argv[1])))
+    study.optimize(replay(), n_trials=8)
+    print(json.dumps([[d.rung, list(d.members), d.promoted, d.uq, d.k] for d in pruner.decisions]))
+""")
+
+
+def test_sqlite_study_from_two_processes(tmp_path):
+    url = f"sqlite:///{tmp_path / 'study.db'}"
+    study = optuna.create_study(study_name="shared", storage=url, sampler=optuna.samplers.RandomSampler(seed=0),
+                                pruner=UQSuccessiveHalvingPruner(min_resource=2, reduction_factor=3))
+    study.optimize(replay(), n_trials=4)
+    script = tmp_path / "worker.py"
+    script.write_text(WORKER.format(tests=os.path.dirname(__file__), url=url))
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([root] + sys.path), "OPENBLAS_NUM_THREADS": "1",
+           "XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false"}
+    procs = [subprocess.Popen([sys.executable, str(script), str(s)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, env=env) for s in (10, 11)]
+    outs = [p.communicate(timeout=240) for p in procs]
+    for p, (_, err) in zip(procs, outs):
+        assert p.returncode == 0, err[-2000:]
+    trials = optuna.load_study(study_name="shared", storage=url).trials
+    assert len(trials) == 20 and {t.state for t in trials} == {TrialState.COMPLETE, TrialState.PRUNED}
+    # every decision of either process is rebuilt from the shared study alone (the members it
+    # saw: which trials had reached the rung then depends on the interleaving of the processes)
+    by_number = {t.number: t for t in trials}
+    decisions = [d for out, _ in outs for d in json.loads(out.strip().splitlines()[-1])]
+    assert sum(d[3] for d in decisions) > 10
+    for rung, members, promoted, uq, k in decisions:
+        expected = oracle_decision(by_number, members, rung, Capacity())  # at most 20 members: capacity 32
+        assert (promoted, uq, k) == expected[:3]
+        if not promoted:
+            assert by_number[members[-1]].state == TrialState.PRUNED
+
+
+# ------------------------------------------------------------------------------------------
+# BOS
+
+
+def to_error(v, scale):
+    """The pruner's documented normalisation: errors as given, or (hi - v) / (hi - lo)."""
+    return np.asarray(v, np.float64) if scale is None else (scale - np.asarray(v, np.float64)) / scale
+
+
+@pytest.mark.parametrize("scale, incumbent", [(None, "all"), (100.0, "complete")])
+def test_bos_decisions_equal_bos_kernels(scale, incumbent):
+    """Minimised errors with the paper's incumbent over all evaluations; maximised accuracies
+    in percent (``value_range=(0, 100)``) with the incumbent over complete trials."""
+    settings = dict(n_startup_trials=3, incumbent=incumbent, num_paths=2000, seed=5)
+    pruner = BOSPruner(N0, max_steps=L, value_range=(0.0, 1.0 if scale is None else scale), **settings)
+    inner, tables = replay(scale), {}
+
+    def objective(trial):
+        try:
+            return inner(trial)
+        finally:  # the table solved for this trial, before it is dropped
+            tables[trial.number] = pruner.table(trial.number)
+
+    study = optuna.create_study(direction="minimize" if scale is None else "maximize",
+                                sampler=optuna.samplers.TPESampler(seed=1), pruner=pruner)
+    study.optimize(objective, n_trials=16)
+    pruned = completed_active = 0
+    for tr in study.trials:
+        earlier = study.trials[: tr.number]  # sequential: every earlier trial has finished
+        record = pruner.records[tr.number]
+        if len(earlier) < 3:  # startup: never pruned
+            assert not record.active and tr.state == TrialState.COMPLETE and tables[tr.number] is None
+            continue
+        finals = [t.value for t in earlier if t.state == TrialState.COMPLETE]
+        if incumbent == "all":
+            finals += [t.intermediate_values[t.last_step] for t in earlier if t.state == TrialState.PRUNED]
+        best = float(np.clip(np.min(to_error(finals, scale)), EPS, 1 - EPS))
+        t = len(earlier) - 3 + 1  # BO iteration: finished trials after the startup ones
+        errors = np.clip(to_error(CURVES[tr.params["curve"]] if scale is None
+                                  else scale * (1 - CURVES[tr.params["curve"]]), scale), EPS, 1 - EPS)
+        key = jax.random.fold_in(jax.random.key(5), tr.number)
+        f = np.float64
+        table = bos.solve(key, errors[:N0], f(best), L, np.asarray(bos.k1_schedule(t, 100.0, 0.95), f), f(99.0),
+                          f(1.0), num_paths=2000, xi=f(0.0))
+        assert (record.t, record.best_error) == (t, best)
+        # same program, same inputs: the same table
+        np.testing.assert_array_equal(np.asarray(tables[tr.number].actions), np.asarray(table.actions))
+        stops = [n for n in range(N0 + 1, L)
+                 if int(bos.decide(table, n, np.mean(errors[N0:n]))) == bos.ACTION_STOP]
+        if stops:
+            assert (tr.state, tr.last_step) == (TrialState.PRUNED, stops[0] - 1)  # epoch n is step n - 1
+            pruned += 1
+        else:
+            assert (tr.state, tr.last_step) == (TrialState.COMPLETE, L - 1)
+            completed_active += 1
+    assert pruned and completed_active
+
+
+def test_bos_pruner_solves_once_per_trial_without_recompiling():
+    pruner = BOSPruner(N0, max_steps=L, n_startup_trials=2, num_paths=2000)
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=4), pruner=pruner)
+    study.optimize(replay(), n_trials=5)
+    with count_compilations() as compiled:
+        study.optimize(replay(), n_trials=5)
+    assert sum(r.active for r in pruner.records.values()) == 8 and compiled.total() == 0, compiled
+
+
+# ------------------------------------------------------------------------------------------
+# bad use
+
+
+def test_bos_pruner_errors_name_the_argument():
+    def run(values, pruner=None, steps=None, setup=None):
+        study = optuna.create_study(pruner=pruner or BOSPruner(2, max_steps=6, n_startup_trials=0, num_paths=500))
+        if setup:
+            setup(study)
+
+        def objective(trial):
+            for step, v in zip(steps or range(len(values)), values):
+                trial.report(v, step)
+                if trial.should_prune():
+                    raise optuna.TrialPruned()
+            return values[-1]
+
+        study.optimize(objective, n_trials=1)
+
+    with pytest.raises(ValueError, match=r"1\.5 lies outside value_range=\(0\.0, 1\.0\)"):
+        run([0.5, 1.5])
+    with pytest.raises(ValueError, match="nan lies outside value_range"):
+        run([0.5, math.nan])
+    with pytest.raises(ValueError, match="80.0 lies outside value_range"):  # accuracies in percent, unmapped
+        run([80.0, 85.0], BOSPruner(2, max_steps=6, num_paths=500))
+    with pytest.raises(ValueError, match="no value at step 1"):
+        run([0.5, 0.4, 0.3], steps=[0, 2, 3])
+    with pytest.raises(ValueError, match="reported step 6, but max_steps=6"):
+        run([0.5] * 7)
+    with pytest.raises(ValueError, match="the incumbent value 2.0 lies outside value_range"):
+        run([0.5, 0.4, 0.3], setup=lambda s: s.optimize(lambda t: 2.0, n_trials=1))
+    with pytest.raises(ValueError, match="n_startup_steps"):
+        BOSPruner(6, max_steps=6)
+    with pytest.raises(ValueError, match="value_range"):
+        BOSPruner(2, max_steps=6, value_range=(1.0, 0.0))
+    with pytest.raises(ValueError, match="incumbent"):
+        BOSPruner(2, max_steps=6, incumbent="best")
+
+
+def test_uq_pruner_argument_errors():
+    with pytest.raises(ValueError, match="reduction_factor"):
+        UQSuccessiveHalvingPruner(reduction_factor=1)
+    with pytest.raises(ValueError, match="keep_rule"):
+        UQSuccessiveHalvingPruner(keep_rule="median")
+    with pytest.raises(ValueError, match="window"):
+        UQSuccessiveHalvingPruner(window=1)
+
+
+@pytest.mark.parametrize("pruner", [BOSPruner(2, max_steps=6), UQSuccessiveHalvingPruner()],
+                         ids=["bos", "uq"])
+def test_multi_objective_study_is_refused(pruner):
+    study = optuna.create_study(study_name="two-goals", directions=["minimize", "maximize"])
+    trial = optuna.trial.create_trial(state=TrialState.RUNNING, intermediate_values={0: 0.5, 1: 0.4})
+    with pytest.raises(ValueError, match="study 'two-goals' has 2 objectives"):
+        pruner.prune(study, trial)
