@@ -26,8 +26,8 @@ from optuna.trial import TrialState
 from _compiles import count_compilations
 from jaxstop import bos, confidence
 from jaxstop.data import alexnet_curves
-from jaxstop.integrations.optuna._bos_pruner import BOSPruner
-from jaxstop.integrations.optuna._uq_pruner import UQSuccessiveHalvingPruner
+from jaxstop.integrations.optuna import BOSPruner
+from jaxstop.integrations.optuna import UQSuccessiveHalvingPruner
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
@@ -177,7 +177,7 @@ WORKER = textwrap.dedent("""
     import jax
     jax.config.update("jax_enable_x64", True)
     import optuna
-    from jaxstop.integrations.optuna._uq_pruner import UQSuccessiveHalvingPruner
+    from jaxstop.integrations.optuna import UQSuccessiveHalvingPruner
     sys.path.insert(0, {tests!r})
     from test_optuna_pruners import replay
     optuna.logging.set_verbosity(optuna.logging.WARNING)

@@ -1,0 +1,236 @@
+"""An Optuna search space encoded into the unit cube, padded to fixed capacities.
+
+The regret bound of :mod:`jaxstop.regret` needs the evaluated configurations as points of
+``[0, 1]^d``. :func:`search_space` collects the parameters of a list of trials from their
+distributions and :func:`encode` turns the trials into rows of an array, one or more columns
+per parameter (sorted by name, so every process builds the same layout):
+
+* ``FloatDistribution`` / ``IntDistribution``, one column. Linear: ``(v - lo) / (hi - lo)``;
+  ``log=True``: the same on ``log v``. With a step ``s`` (every ``IntDistribution`` has one,
+  ``s = 1`` by default) the range is widened by half a step on each side,
+  ``lo = low - s/2``, ``hi = high + s/2`` (on the log scale for ``log=True``), so the ``K``
+  points of the step grid sit at the centres of ``K`` equal cells of ``[0, 1]`` (the
+  normalisation of Optuna's GP sampler). A range of one point encodes as 0.5.
+* ``CategoricalDistribution`` with ``K`` choices: ``K`` one-hot columns (1 for the chosen
+  choice, 0 for the others), so every pair of distinct choices is equally far apart.
+* Conditional parameters (absent from some of the trials): the numeric column holds the
+  fill value 0.5 (the centre) where the parameter is absent, and one extra *presence*
+  column is 1 where it is present and 0 where not; a categorical parameter's one-hot
+  columns are all 0 where it is absent (that already says "absent": no presence column).
+
+A parameter whose distribution differs between trials (a dynamic range) is merged:
+numeric ranges take the union (the step is kept when every trial used the same one),
+categorical choices the union in order of first appearance. Distributions of different
+kinds, or linear and log, raise ``ValueError`` naming the parameter.
+
+The domain of the bound's LCB minimum is sampled with :func:`sample_candidates`: valid
+configurations only (numeric values on their step grid, one choice per categorical,
+presence patterns drawn from those observed in the trials).
+
+Arrays are padded to capacities that double (:func:`capacity`): rows of trials and
+columns of the encoding, with masks marking the real ones; a study compiles the bound once
+per doubling, not once per trial.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, NamedTuple, Sequence
+
+import numpy as np
+from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
+
+__all__ = ["FILL", "Encoding", "capacity", "search_space", "encode", "sample_candidates"]
+
+#: Value of a numeric column where its parameter is absent (the centre of the cube).
+FILL = 0.5
+
+
+def capacity(n: int, minimum: int) -> int:
+    """The smallest power of two times ``minimum`` that holds ``n`` rows.
+
+    Example:
+        >>> capacity(20, 32), capacity(33, 32), capacity(200, 32)
+        (32, 64, 256)
+    """
+    cap = max(int(minimum), 1)
+    while cap < n:
+        cap *= 2
+    return cap
+
+
+def search_space(trials: Sequence[Any]) -> dict[str, BaseDistribution]:
+    """The union of the trials' distributions, by parameter name (sorted).
+
+    Args:
+        trials: ``optuna.trial.FrozenTrial`` objects (anything with a ``distributions`` dict).
+
+    Returns:
+        ``{name: distribution}`` sorted by name; a parameter seen with several
+        compatible distributions gets their merge (see the module docstring).
+
+    Raises:
+        ValueError: Incompatible distributions for one parameter (naming it).
+
+    Example:
+        >>> import optuna
+        >>> t = optuna.trial.create_trial(params={"b": 2, "a": 0.1}, value=1.0, distributions={
+        ...     "a": optuna.distributions.FloatDistribution(1e-3, 1.0, log=True),
+        ...     "b": optuna.distributions.IntDistribution(1, 4)})
+        >>> list(search_space([t]))
+        ['a', 'b']
+    """
+    merged: dict[str, BaseDistribution] = {}
+    for trial in sorted(trials, key=lambda t: t.number):
+        for name, dist in trial.distributions.items():
+            merged[name] = dist if name not in merged else _merge(name, merged[name], dist)
+    return {name: merged[name] for name in sorted(merged)}
+
+
+def _merge(name: str, a: BaseDistribution, b: BaseDistribution) -> BaseDistribution:
+    if a is b or (type(a) is type(b) and a.__dict__ == b.__dict__) or a == b:  # cheap checks first
+        return a
+    if isinstance(a, CategoricalDistribution) and isinstance(b, CategoricalDistribution):
+        extra = [c for c in b.choices if c not in a.choices]
+        return CategoricalDistribution(list(a.choices) + extra)
+    for cls in (FloatDistribution, IntDistribution):
+        if isinstance(a, cls) and isinstance(b, cls) and a.log == b.log:
+            step = a.step if a.step == b.step else (1 if cls is IntDistribution else None)
+            return cls(min(a.low, b.low), max(a.high, b.high), log=a.log, step=step)
+    raise ValueError(f"parameter {name!r} has incompatible distributions in different trials: {a} and {b} "
+                     "(the encoding needs one kind and one scale per parameter)")
+
+
+class Encoding(NamedTuple):
+    """Trials encoded into the unit cube (see the module docstring).
+
+    Attributes:
+        space: ``{name: distribution}``, sorted by name.
+        columns: A label per column: ``"name"`` (numeric), ``"name=choice"`` (one-hot) or
+            ``"name?"`` (presence of a conditional parameter); a tuple, so two encodings
+            with equal columns have the same layout.
+        X: The encoded trials, shape (n, len(columns)), float64 in [0, 1].
+        patterns: The distinct presence patterns of the trials, shape (p, len(space)) bool.
+        pattern_counts: How many trials have each pattern, shape (p,).
+    """
+
+    space: dict[str, BaseDistribution]
+    columns: tuple[str, ...]
+    X: np.ndarray
+    patterns: np.ndarray
+    pattern_counts: np.ndarray
+
+    @property
+    def num_params(self) -> int:
+        """Number of hyperparameters (the ``|Gamma|`` of the paper's beta)."""
+        return len(self.space)
+
+
+def _scale(dist) -> tuple[float, float, float, bool]:
+    """``(lo, hi, step, log)`` of a numeric column: the cube's end points on the encoded scale."""
+    step = float(dist.step or 0.0)
+    lo, hi = dist.low - 0.5 * step, dist.high + 0.5 * step
+    if dist.log:
+        lo, hi = math.log(lo), math.log(hi)
+    return lo, hi, step, bool(dist.log)
+
+
+def _to_unit(values: np.ndarray, dist) -> np.ndarray:
+    lo, hi, _, log = _scale(dist)
+    v = np.log(values) if log else values
+    if hi == lo:
+        return np.full_like(v, 0.5)
+    return np.clip((v - lo) / (hi - lo), 0.0, 1.0)
+
+
+def _from_unit(u: np.ndarray, dist) -> np.ndarray:
+    lo, hi, _, log = _scale(dist)
+    v = lo + u * (hi - lo)
+    return np.exp(v) if log else v
+
+
+def encode(trials: Sequence[Any], space: dict[str, BaseDistribution] | None = None) -> Encoding:
+    """Encodes ``trials`` (in the given order) into the unit cube.
+
+    Args:
+        trials: ``optuna.trial.FrozenTrial`` objects.
+        space: The search space; default :func:`search_space` of ``trials``.
+
+    Returns:
+        An :class:`Encoding`.
+
+    Example:
+        >>> import optuna
+        >>> FD, CD = optuna.distributions.FloatDistribution, optuna.distributions.CategoricalDistribution
+        >>> dists = {"lr": FD(1e-4, 1e-2, log=True), "opt": CD(["adam", "sgd"])}
+        >>> t0 = optuna.trial.create_trial(params={"lr": 1e-3, "opt": "sgd"}, distributions=dists, value=0.0)
+        >>> enc = encode([t0])
+        >>> enc.columns, [round(float(v), 6) for v in enc.X[0]]
+        (('lr', 'opt=adam', 'opt=sgd'), [0.5, 0.0, 1.0])
+    """
+    trials = list(trials)
+    space = search_space(trials) if space is None else space
+    names = list(space)
+    present = np.array([[name in t.params for name in names] for t in trials], bool).reshape(len(trials), len(names))
+    columns: list[str] = []
+    blocks: list[np.ndarray] = []
+    for j, (name, dist) in enumerate(space.items()):
+        here = present[:, j]
+        if isinstance(dist, CategoricalDistribution):
+            onehot = np.zeros((len(trials), len(dist.choices)))
+            for i, t in enumerate(trials):
+                if here[i]:
+                    onehot[i, dist.to_internal_repr(t.params[name])] = 1.0
+            blocks.append(onehot)
+            columns += [f"{name}={c}" for c in dist.choices]
+            continue
+        raw = np.array([float(t.params[name]) if here[i] else np.nan for i, t in enumerate(trials)])
+        col = np.full(len(trials), FILL)
+        col[here] = _to_unit(raw[here], dist)
+        blocks.append(col[:, None])
+        columns.append(name)
+        if not here.all():
+            blocks.append(here[:, None].astype(float))
+            columns.append(f"{name}?")
+    X = np.concatenate(blocks, axis=1) if blocks else np.zeros((len(trials), 0))
+    patterns, counts = (np.unique(present, axis=0, return_counts=True) if len(trials)
+                        else (np.ones((1, len(names)), bool), np.ones(1, int)))
+    return Encoding(space, tuple(columns), X, patterns, counts)
+
+
+def sample_candidates(rng: np.random.Generator, enc: Encoding, m: int) -> np.ndarray:
+    """``m`` random valid configurations, encoded like :func:`encode`: shape (m, len(columns)).
+
+    Each candidate takes the presence pattern of a random trial (patterns drawn with their
+    frequencies), numeric values uniform in the cube and then rounded to their step grid
+    (Optuna's rounding: to the grid point whose cell holds the value), one uniform choice
+    per present categorical.
+
+    Example:
+        >>> import numpy as np, optuna
+        >>> dists = {"n": optuna.distributions.IntDistribution(1, 4)}
+        >>> t0 = optuna.trial.create_trial(params={"n": 2}, distributions=dists, value=0.0)
+        >>> c = sample_candidates(np.random.default_rng(0), encode([t0]), 1000)
+        >>> sorted(set(np.round(c[:, 0], 3).tolist()))          # the centres of 4 cells
+        [0.125, 0.375, 0.625, 0.875]
+    """
+    probs = enc.pattern_counts / enc.pattern_counts.sum()
+    which = enc.patterns[rng.choice(len(probs), size=m, p=probs)]
+    blocks = []
+    for j, (name, dist) in enumerate(enc.space.items()):
+        here = which[:, j]
+        if isinstance(dist, CategoricalDistribution):
+            onehot = np.zeros((m, len(dist.choices)))
+            onehot[np.arange(m), rng.integers(len(dist.choices), size=m)] = 1.0
+            blocks.append(onehot * here[:, None])
+            continue
+        u = rng.uniform(size=m)
+        if dist.step:
+            v = _from_unit(u, dist)
+            v = np.clip(np.floor((v - dist.low + 0.5 * dist.step) / dist.step) * dist.step + dist.low,
+                        dist.low, dist.high)
+            u = _to_unit(v, dist)
+        blocks.append(np.where(here, u, FILL)[:, None])
+        if f"{name}?" in enc.columns:
+            blocks.append(here[:, None].astype(float))
+    return np.concatenate(blocks, axis=1) if blocks else np.zeros((m, 0))

@@ -1,0 +1,323 @@
+"""Tests of jaxstop.integrations.optuna's terminator on real Optuna studies.
+
+Oracles: the unit-cube encoding against closed forms written out here; the bound against
+:func:`jaxstop.regret.fit_regret_bound` called on data encoded here (the same jitted program
+on the same inputs: equal to the last bit); the threshold against NumPy's Eq. (10); the
+records of two processes sharing an SQLite study against a reconstruction from the study.
+Every study has the same search space (16 padded columns) and at most 32 trials, so the
+bound compiles once for the whole file.
+"""
+
+import json
+import math
+import os
+import subprocess
+import sys
+import textwrap
+
+import jax
+import numpy as np
+import optuna
+import pytest
+from optuna.trial import TrialState
+
+from _compiles import count_compilations
+from jaxstop import regret
+from jaxstop.integrations.optuna import (
+    CV_SCORES_KEY,
+    RegretBoundTerminator,
+    TerminatorCallback,
+    plot_terminator_improvement,
+    report_cross_validation_scores,
+    terminator_improvement,
+)
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+OPTIONS = regret.FitOptions(fit_steps=10, refine_steps=0)
+SETTINGS = dict(min_n_trials=12, min_top_trials=10, candidates=256, options=OPTIONS)
+CHOICES = ["adam", "sgd", "rmsprop"]
+
+
+def objective(trial, sign=1.0, noise=0.5):
+    """A noisy quadratic over a mixed space with 5 CV folds (noise seeded by the trial number)."""
+    x = trial.suggest_float("x", -2.0, 2.0)
+    lr = trial.suggest_float("lr", 1e-4, 1e-1, log=True)
+    layers = trial.suggest_int("layers", 1, 4)
+    width = trial.suggest_int("width", 8, 256, log=True)
+    drop = trial.suggest_float("drop", 0.0, 0.5, step=0.1)
+    opt = trial.suggest_categorical("opt", CHOICES)
+    f = (x - 0.5) ** 2 + 0.1 * (np.log10(lr) + 2.5) ** 2 + 0.05 * (layers - 2) ** 2
+    f += 0.02 * np.log2(width / 32) ** 2 + drop + 0.1 * (opt == "rmsprop")
+    if opt == "sgd":  # conditional parameter
+        f += (trial.suggest_float("mom", 0.0, 0.9) - 0.6) ** 2
+    folds = f + noise * np.random.default_rng(trial.number).normal(size=5)
+    report_cross_validation_scores(trial, (sign * folds).tolist())
+    return float(sign * folds.mean())
+
+
+def encode_by_hand(trials):
+    """The documented encoding, written out: columns sorted by parameter name."""
+    rows = []
+    for t in trials:
+        p = t.params
+        row = [(p["drop"] + 0.05) / 0.6,                                           # step 0.1: [-0.05, 0.55]
+               (p["layers"] - 0.5) / 4.0,                                          # int: [0.5, 4.5]
+               (math.log(p["lr"]) - math.log(1e-4)) / (math.log(1e-1) - math.log(1e-4))]  # log float
+        row += [p["mom"] / 0.9, 1.0] if "mom" in p else [0.5, 0.0]                 # fill + presence
+        row += [float(p["opt"] == c) for c in CHOICES]                             # one-hot
+        row += [(math.log(p["width"]) - math.log(7.5)) / (math.log(256.5) - math.log(7.5)),  # log int
+                (p["x"] + 2.0) / 4.0]
+        rows.append(row)
+    return np.array(rows)
+
+
+class Recording(RegretBoundTerminator):
+    """Keeps the inputs of every fit (test instrumentation only)."""
+
+    def inputs(self, study, trials=None):
+        out = super().inputs(study, trials)
+        self.seen = getattr(self, "seen", []) + [out]
+        return out
+
+
+def run_study(sampler, direction, n_trials=32, **kw):
+    term = Recording(**{**SETTINGS, **kw})
+    study = optuna.create_study(sampler=sampler, direction=direction)
+    sign = 1.0 if direction == "minimize" else -1.0
+    study.optimize(lambda t: objective(t, sign), n_trials=n_trials, callbacks=[TerminatorCallback(term)])
+    return study, term
+
+
+def direct_bound(i, X):
+    """fit_regret_bound on data ``X`` encoded here, with the terminator's other inputs."""
+    Xp = np.zeros(i.X.shape)
+    Xp[: X.shape[0], : X.shape[1]] = X
+    return regret.fit_regret_bound(i.key, Xp, i.y, i.mask, init=i.init, init_inv_hessian=i.init_inv_hessian,
+                                   dim_mask=i.dim_mask, candidates=i.candidates, fraction=i.fraction,
+                                   min_points=i.min_points, beta_t=i.beta_t, options=i.options)
+
+
+def eq10(folds, ddof):
+    k = len(folds)
+    return math.sqrt((1 / k + 1 / (k - 1)) * np.var(folds, ddof=ddof))
+
+
+@pytest.mark.parametrize("sampler,direction", [
+    (optuna.samplers.TPESampler(seed=1), "minimize"),
+    (optuna.samplers.RandomSampler(seed=2), "maximize"),
+])
+def test_callback_stops_with_the_direct_bound_and_threshold(sampler, direction):
+    study, term = run_study(sampler, direction)
+    last = term.last
+    assert len(study.trials) < 32 and last.terminate and last.n_trials == len(study.trials)
+    assert not any(r.terminate for r in term.history[:-1]) and len(term.history) == len(study.trials) - 11
+    assert last.bound < last.threshold and last.ok
+    i = term.seen[-1]
+    trials = sorted(study.get_trials(states=(TrialState.COMPLETE,)), key=lambda t: t.number)
+    X = encode_by_hand(trials)
+    assert i.encoding.columns == ("drop", "layers", "lr", "mom", "mom?", "opt=adam", "opt=sgd", "opt=rmsprop",
+                                  "width", "x")
+    np.testing.assert_allclose(np.asarray(i.X)[: len(trials), :10], X, rtol=0, atol=1e-15)  # log rounding
+    sign = 1.0 if direction == "minimize" else -1.0
+    np.testing.assert_array_equal(np.asarray(i.y)[: len(trials)], sign * np.array([t.value for t in trials]))
+    assert not np.asarray(i.X)[len(trials):].any() and not np.asarray(i.X)[:, 10:].any()
+    # the same program on the same inputs: equal to the last bit
+    assert float(direct_bound(i, np.asarray(i.X)).bound.bound) == last.bound
+    # on the data encoded here (equal up to 1e-15, the rounding of the logarithms): the bound is
+    # smooth in X while the top set (fixed by y) and the fit's step count do not change, and the
+    # Gram matrix, its noise at least 1e-6 of its amplitude, amplifies a relative change of X by at
+    # most its condition number, ~1e6 * 32 rows: 1e-15 * 3.2e7 = 3.2e-8 < 1e-7
+    assert float(direct_bound(i, X).bound.bound) == pytest.approx(last.bound, rel=1e-7)
+    best = study.best_trial
+    assert last.best_number == best.number and last.best_value == best.value
+    folds = best.user_attrs[CV_SCORES_KEY]
+    # the terminator runs cv_threshold compiled (one program), here it runs eagerly: the same
+    # float64 operations on 5 scores (sum, squares, sqrt), fused or not, differ by a few ulps
+    assert last.threshold == pytest.approx(float(regret.cv_threshold(np.asarray(folds), ddof=0)), rel=1e-14)
+    assert last.threshold == pytest.approx(eq10(folds, 0), rel=1e-13)  # NumPy's rounding of the same formula
+    # the warm start is carried: the last fit started from the previous fit's optimum
+    assert np.asarray(i.init_inv_hessian).any()
+
+
+def sgd_first_study(seed):
+    """A random-sampler study whose first trial has the conditional parameter: the layout of
+    all 10 columns from the start (one compiled program for the whole file)."""
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=seed))
+    study.enqueue_trial({"opt": "sgd"})
+    return study
+
+
+def test_candidates_are_valid_configurations():
+    study = sgd_first_study(3)
+    study.optimize(objective, n_trials=8)
+    assert {t.params["opt"] == "sgd" for t in study.trials} == {True, False}  # both presence patterns
+    c = np.asarray(RegretBoundTerminator(**SETTINGS).inputs(study).candidates)
+    assert c.shape == (256, 16) and not c[:, 10:].any() and np.all((c >= 0) & (c <= 1))
+    np.testing.assert_allclose(np.round(c[:, 0] * 6 - 0.5), c[:, 0] * 6 - 0.5, atol=1e-9)  # drop: 6 cells
+    np.testing.assert_allclose(np.round(c[:, 1] * 4 - 0.5), c[:, 1] * 4 - 0.5, atol=1e-9)  # layers: 4 cells
+    width = np.exp(math.log(7.5) + c[:, 8] * (math.log(256.5) - math.log(7.5)))
+    np.testing.assert_allclose(width, np.round(width), atol=1e-9)                        # integer widths
+    assert set(c[:, 5:8].sum(axis=1)) == {1.0}  # opt is in every trial: one choice each
+    present = c[:, 4]
+    assert set(present) == {0.0, 1.0}  # both observed patterns are drawn
+    assert set(c[present == 0, 3]) == {0.5} and len(set(c[present == 1, 3])) == int((present == 1).sum())
+
+
+def test_ask_tell_loop_compiles_once_and_carries_the_warm_start():
+    study = sgd_first_study(4)
+    term = RegretBoundTerminator(**SETTINGS, threshold=1e-9)  # never stops: every trial decides
+    for _ in range(14):
+        trial = study.ask()
+        study.tell(trial, objective(trial))
+        term.should_terminate(study)
+    assert len(term.history) == 3
+    with count_compilations() as compiled:
+        for _ in range(6):
+            trial = study.ask()
+            study.tell(trial, objective(trial))
+            assert not term.should_terminate(study)
+            assert np.asarray(term._warm[2]).any()  # a curvature carried from the previous fit
+    assert compiled.total() == 0, compiled
+    assert len(term.history) == 9 and all(r.ok for r in term.history)
+
+
+def test_include_pruned_uses_the_last_intermediate_value():
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=5))
+    for k in range(6):
+        trial = study.ask()
+        v = objective(trial)
+        if k % 3 == 2:
+            trial.report(v + 1.0, 0)
+            trial.report(v + 0.5, 3)
+            study.tell(trial, state=TrialState.PRUNED)
+        else:
+            study.tell(trial, v)
+    study.enqueue_trial({"x": 0.0})
+    study.ask()  # a RUNNING trial
+    failed = study.ask()
+    study.tell(failed, state=TrialState.FAIL)
+    pruned = [t for t in study.trials if t.state == TrialState.PRUNED]
+    complete = [t for t in study.trials if t.state == TrialState.COMPLETE]
+    only = RegretBoundTerminator(threshold=0.1).inputs(study)
+    assert only.numbers == tuple(t.number for t in complete) and only.num_complete == 4
+    both = RegretBoundTerminator(threshold=0.1, include_pruned=True).inputs(study)
+    rows = sorted(complete + pruned, key=lambda t: t.number)
+    assert both.numbers == tuple(t.number for t in rows)
+    expect = [t.value if t.state == TrialState.COMPLETE else t.intermediate_values[3] for t in rows]
+    np.testing.assert_array_equal(np.asarray(both.y)[: len(rows)], expect)
+    assert both.best_number == study.best_trial.number  # the incumbent is a COMPLETE trial
+
+
+def test_plot_records_replay_the_callback():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    study, term = run_study(optuna.samplers.TPESampler(seed=1), "minimize")
+    records = terminator_improvement(study, term)
+    # the same chain of warm-started fits on the same prefixes: the same records
+    assert [r for _, r in records] == term.history
+    assert [n for n, _ in records] == [t.number for t in study.trials][11:]
+    ax = plot_terminator_improvement(study, term, records=records)
+    bound, thr = ax.get_lines()[:2]
+    np.testing.assert_array_equal(bound.get_ydata(), [r.bound for r in term.history])
+    np.testing.assert_array_equal(thr.get_ydata(), [r.threshold for r in term.history])
+    assert ax.get_lines()[2].get_xdata()[0] == study.trials[-1].number  # the stop
+    matplotlib.pyplot.close("all")
+
+
+def tagged_objective(trial):
+    """:func:`objective`, recording the process that ran the trial."""
+    trial.set_user_attr("pid", os.getpid())
+    return objective(trial)
+
+
+WORKER = textwrap.dedent("""
+    import json, os, sys
+    import jax
+    jax.config.update("jax_enable_x64", True)
+    import optuna
+    sys.path.insert(0, {tests!r})
+    from test_optuna_terminator import Recording, SETTINGS, tagged_objective
+    from jaxstop.integrations.optuna import TerminatorCallback, enable_compilation_cache
+    enable_compilation_cache({cache!r})
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.load_study(study_name="shared", storage={url!r}, sampler=optuna.samplers.RandomSampler(seed=10))
+    term = Recording(**SETTINGS, warm_start=False)
+    study.optimize(tagged_objective, n_trials=10, callbacks=[TerminatorCallback(term)])
+    print(json.dumps([[list(i.numbers), r.bound, r.threshold, r.terminate] for i, r in zip(term.seen, term.history)]))
+""")
+
+
+def test_sqlite_study_from_two_processes(tmp_path):
+    url = f"sqlite:///{tmp_path / 'study.db'}"
+    study = optuna.create_study(study_name="shared", storage=url, sampler=optuna.samplers.RandomSampler(seed=6))
+    study.enqueue_trial({"opt": "sgd"})
+    study.optimize(objective, n_trials=8)
+    script = tmp_path / "worker.py"
+    script.write_text(WORKER.format(tests=os.path.dirname(__file__), cache=str(tmp_path / "cache"), url=url))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.path.dirname(os.path.dirname(__file__))] + sys.path)}
+    worker = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, env=env)
+    # this process runs its trials while the worker runs (and compiles) its own
+    term = Recording(**SETTINGS, warm_start=False)
+    study.sampler = optuna.samplers.RandomSampler(seed=11)
+    study.optimize(tagged_objective, n_trials=10, callbacks=[TerminatorCallback(term)])
+    out, err = worker.communicate(timeout=240)
+    assert worker.returncode == 0, err[-2000:]
+    study = optuna.load_study(study_name="shared", storage=url)
+    pids = {t.user_attrs.get("pid") for t in study.trials} - {None}
+    assert len(pids) == 2 and len(study.trials) <= 28
+    assert os.listdir(tmp_path / "cache")  # the worker wrote its program to the persistent cache
+    # every decision of the worker is reconstructed here from the shared study alone
+    by_number = {t.number: t for t in study.trials}
+    decisions = json.loads(out.strip().splitlines()[-1])
+    assert decisions
+    check = RegretBoundTerminator(**SETTINGS, warm_start=False)
+    for numbers, bound, threshold, terminate in decisions:
+        r = check.evaluate(study, [by_number[n] for n in numbers])
+        # same program, same inputs, same machine: the same bits
+        assert (r.bound, r.threshold, r.terminate) == (bound, threshold, terminate)
+
+
+def test_bad_use_gives_clear_errors():
+    term = RegretBoundTerminator(**SETTINGS)
+    multi = optuna.create_study(study_name="two-goals", directions=["minimize", "maximize"])
+    with pytest.raises(ValueError, match="'two-goals' has 2 objectives"):
+        term.should_terminate(multi)
+    with pytest.raises(ValueError, match="'two-goals' has 2 objectives"):
+        TerminatorCallback(term)(multi, None)
+    empty = optuna.create_study(study_name="empty")
+    assert term.should_terminate(empty) is False  # before min_n_trials: documented False
+    with pytest.raises(ValueError, match="'empty' has no COMPLETE trial"):
+        term.evaluate(empty)
+    # a NaN objective fails the trial in Optuna: failed trials never enter
+    nan = optuna.create_study(study_name="nan")
+    nan.optimize(lambda t: t.suggest_float("x", 0, 1) * float("nan"), n_trials=3)
+    assert {t.state for t in nan.trials} == {TrialState.FAIL} and term.should_terminate(nan) is False
+    with pytest.raises(ValueError, match="'nan' has no COMPLETE trial"):
+        term.evaluate(nan)
+    # an infinite value is COMPLETE in Optuna: named, with its trial
+    inf = optuna.create_study(study_name="inf")
+    inf.optimize(lambda t: t.suggest_float("x", 0, 1), n_trials=2)
+    inf.add_trial(optuna.trial.create_trial(params={"x": 0.5}, distributions=inf.trials[0].distributions,
+                                            value=float("inf")))
+    with pytest.raises(ValueError, match=r"'inf': trial\(s\) \[2\] have non-finite objective values"):
+        RegretBoundTerminator(threshold=0.1).evaluate(inf)
+    with pytest.raises(ValueError, match="incumbent, trial 0, has no cross-validation scores"):
+        RegretBoundTerminator().evaluate(inf, inf.trials[:1])
+    inf.add_trial(optuna.trial.create_trial(params={"x": 0.5}, distributions=inf.trials[0].distributions,
+                                            value=-1.0, user_attrs={CV_SCORES_KEY: [0.1, float("nan")]}))
+    with pytest.raises(ValueError, match=r"scores of the incumbent, trial 3, must be at least 2 finite"):
+        RegretBoundTerminator().evaluate(inf, [inf.trials[3]])
+    trial = optuna.create_study().ask()
+    with pytest.raises(ValueError, match="scores must be finite"):
+        report_cross_validation_scores(trial, [0.1, float("nan")])
+    with pytest.raises(ValueError, match="at least 2"):
+        report_cross_validation_scores(trial, [0.1])
+    for bad in (dict(min_n_trials=0), dict(threshold=-1.0), dict(beta_t="iterations"), dict(ddof=2),
+                dict(top_trials_ratio=0.0)):
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            RegretBoundTerminator(**bad)
+    with pytest.raises(ValueError, match="not both"):
+        TerminatorCallback(term, min_n_trials=3)
