@@ -1,6 +1,7 @@
 # Two entry points, each self-contained on a fresh machine with Python >= 3.11 and make:
 #   make demo   -- installs the package in .venv and runs the demo on the embedded real data
 #   make test   -- installs the test extras in .venv and runs the test suite (incl. doctests, notebooks)
+#   make docs   -- installs the docs extras in .venv and builds the documentation into docs/_build/html
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
@@ -11,7 +12,7 @@ export OPENBLAS_NUM_THREADS ?= 1
 # XLA:CPU's multithreaded Eigen pool can wedge on vmapped loop graphs (see README).
 export XLA_FLAGS ?= --xla_cpu_multi_thread_eigen=false
 
-.PHONY: demo test bench clean
+.PHONY: demo test bench docs notebooks clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -23,6 +24,10 @@ $(VENV)/.stamp-base: pyproject.toml | $(BIN)/python
 
 $(VENV)/.stamp-test: pyproject.toml | $(BIN)/python
 	$(PIP) install --quiet -e '.[test,notebooks,optuna]'
+	touch $@
+
+$(VENV)/.stamp-docs: pyproject.toml | $(BIN)/python
+	$(PIP) install --quiet -e '.[docs,optuna]'
 	touch $@
 
 $(VENV)/.stamp-bench: pyproject.toml | $(BIN)/python
@@ -38,5 +43,13 @@ test: $(VENV)/.stamp-test
 bench: $(VENV)/.stamp-bench
 	$(BIN)/python benchmarks/bench_gp.py
 
+# Warnings are errors; --keep-going reports all of them before failing.
+docs: $(VENV)/.stamp-docs
+	$(BIN)/python -m sphinx -b html -W --keep-going -q docs docs/_build/html
+
+# Re-executes the notebooks and saves them with their figures (commit the result).
+notebooks: $(VENV)/.stamp-test
+	$(BIN)/python notebooks/execute.py
+
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis
+	rm -rf $(VENV) .pytest_cache .hypothesis docs/_build

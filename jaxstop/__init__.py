@@ -13,6 +13,8 @@ Modules:
 CPU); jaxstop does not apply them itself: pass them to your own top-level ``jax.jit``.
 """
 
+from importlib import metadata as _metadata
+
 from jaxstop import bos as bos
 from jaxstop import confidence as confidence
 from jaxstop import data as data
@@ -25,6 +27,11 @@ from jaxstop._src.io import load as load
 from jaxstop._src.io import save as save
 from jaxstop._src.status import Reason as Reason
 
-__version__ = "0.1.0"
+
+# The version has one source, pyproject.toml; the installed distribution's metadata carries it.
+try:
+    __version__ = _metadata.version("jaxstop")
+except _metadata.PackageNotFoundError:   # a source tree that was never installed
+    __version__ = "0+unknown"
 
 __all__ = ["bos", "confidence", "data", "gp", "policies", "regret", "sim", "save", "load", "compiler_options", "Reason", "__version__"]

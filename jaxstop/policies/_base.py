@@ -360,7 +360,10 @@ _ARITY = {"init": 1, "ask": 2, "report": 4, "tell": 3, "ask_batch": 2, "tell_bat
 
 
 def _protocol_signature(protocol) -> inspect.Signature:
-    sig = inspect.signature(protocol.__call__)
+    """The public signature of a protocol function: the Protocol's ``__call__`` without
+    ``self``, annotations resolved to types (``help`` shows ``job: Job``, not a string) and
+    ``params`` optional."""
+    sig = inspect.signature(protocol.__call__, eval_str=True)
     return sig.replace(parameters=[p.replace(default=None) if p.name == "params" else p
                                    for p in list(sig.parameters.values())[1:]])
 
@@ -380,7 +383,8 @@ class Step:
     else ``fn`` compiled once per equal configuration (:func:`jit_step`); traced (inside
     ``jit`` / ``vmap`` / ``lax.scan``, e.g. :func:`jaxstop.sim.run`) it runs ``fn`` itself
     into the caller's program. Steps are equal when their functions and configurations
-    are, so equal policies are equal. ``help(policy.tell)`` shows ``fn``'s docstring.
+    are, so equal policies are equal. ``help(policy.tell)`` shows the protocol's typed
+    signature (:class:`TellFn`, ...) and ``fn``'s docstring.
     """
 
     def __init__(self, name, fn, static, defaults, check=None, eager=None):
@@ -402,6 +406,12 @@ class Step:
 
     def __repr__(self) -> str:
         return f"<policy step {self.name}: {self.fn.__module__}.{self.fn.__qualname__}>"
+
+    def __get__(self, obj, objtype=None):
+        """A step is a routine to :mod:`inspect` and :mod:`pydoc` (a method descriptor), so
+        ``help(policy.ask)`` documents it as a function, typed signature first. Steps live in
+        a policy's fields, never as class attributes, so binding returns the step itself."""
+        return self
 
     def __call__(self, *args, params=None):
         if len(args) == self.nargs + 1:
