@@ -111,11 +111,14 @@ def np_factor(alpha, beta, prefix, horizon, rank, noise=1e-3):
     return mean, V[:, T - r :] * np.sqrt(w[T - r :])
 
 
-def np_counts(values, threshold, B):
+def np_counts(values, threshold, B, prefix):
+    """Transition counts of the paths binned by the paper's statistic (Section 3.2): the
+    mean of the observed ``prefix`` and the path up to each epoch (corrected mode's default)."""
     T = values.shape[1]
     valid = np.all((values > 0) & (values < 1), axis=1)
     v = values[valid]
-    S = np.cumsum(v, axis=1) / np.arange(1, T + 1, dtype=v.dtype)
+    n0 = len(prefix)
+    S = (prefix.sum() + np.cumsum(v, axis=1)) / np.arange(n0 + 1, n0 + T + 1, dtype=v.dtype)
     c = np.clip(np.floor(S * B), 0, B - 1).astype(np.int64)
     step = v.dtype.type(1.0 / B)
     lo = c.astype(v.dtype) * step
@@ -155,7 +158,7 @@ def np_solve(rng, prefix, best, horizon, k1, k2, cost, num_paths, dtype, rank=12
     mean, F = np_factor(alpha, beta, prefix.astype(np.float64), horizon, rank)
     z = rng.standard_normal((num_paths, F.shape[1]), dtype=dtype)
     values = z @ F.T.astype(dtype) + mean.astype(dtype)
-    trans, per_step = np_counts(values, best, B)
+    trans, per_step = np_counts(values, best, B, prefix)
     return np_induction(trans, per_step, k1, k2, cost, min_count, dtype)
 
 

@@ -19,6 +19,15 @@ points and ``max_evals`` evaluations (same seeds give the same start points); BO
 uses N0 = 8, kappa = 2, K1 = 100 / 0.95^(t-1), K2 = 99, c = 1 (the paper's
 defaults). Hyperband uses eta = 3 and max budget N, and runs its full schedule.
 
+The paper's main method is the default of every choice: GP-UCB's width
+``--beta paper`` (Theorem 1's beta_t, unscaled, |D| = candidates x N, delta = 0.1),
+the incumbent over all evaluations ``--incumbent all`` (early-stopped ones included)
+and BOS's summary statistic over epochs 1..n (``--mode corrected``, whose statistic
+is ``all_epochs``). The released code's choices: ``--beta authors`` (0.2 d log(2t)
+on sigma), ``--mode compat`` (its rules and its statistic over epochs N0+1..n),
+``--k1-gamma 0.99``; ``--incumbent completed`` and ``--statistic after_n0`` are the
+remaining options.
+
 Measured: the best validation error (the incumbent's fully-trained error) against
 the total epochs spent, averaged over seeds on a grid of epochs; per policy the
 final regret (incumbent error minus the table's best, percentage points), the
@@ -34,6 +43,7 @@ gives it more evaluations to compare at about GP-UCB's epochs.
 
     .venv/bin/python benchmarks/bobos_real.py            # alexnet + 3 LCBench tasks, 64 seeds
     .venv/bin/python benchmarks/bobos_real.py --quick    # AlexNet only, 8 seeds, small sizes
+    .venv/bin/python benchmarks/bobos_real.py --beta authors --mode compat --k1-gamma 0.99  # the code's
 
 Writes ``benchmarks/out/bobos_real.md``, ``.json`` and ``.png``.
 
@@ -74,10 +84,11 @@ LABEL = {"bobos": "BO-BOS", "gpucb": "GP-UCB", "hyperband": "Hyperband"}
 def make(kind: str, data: CurveData, args):
     n, t = data.shape
     common = dict(max_budget=t, max_evals=args.max_evals, num_init=args.num_init,
-                  gp_fit_steps=args.gp_fit_steps, dtype=np.float32)
+                  gp_fit_steps=args.gp_fit_steps, dtype=np.float32, beta=args.beta)
     if kind == "bobos":
         common["max_evals"] = args.bobos_max_evals
-        return bo_bos(data.configs, n0=args.n0, num_paths=args.num_paths, **common), args.bobos_max_evals
+        return bo_bos(data.configs, n0=args.n0, num_paths=args.num_paths, mode=args.mode, statistic=args.statistic,
+                      incumbent=args.incumbent, k1_gamma=args.k1_gamma, **common), args.bobos_max_evals
     if kind == "gpucb":
         return gp_ucb(data.configs, **common), args.max_evals
     return hyperband(n, t, 3), halving_schedule("hyperband", n, t, 3).max_jobs
@@ -136,6 +147,15 @@ def main(argv=None):
     parser.add_argument("--gp-fit-steps", type=int, default=None,
                         help="objective evaluations (at most) of each GP refit")
     parser.add_argument("--batch", type=int, default=None, help="seeds vmapped together")
+    parser.add_argument("--beta", choices=("paper", "authors"), default="paper",
+                        help="GP-UCB width: Theorem 1 (paper) or the released code's 0.2 d log(2t) on sigma")
+    parser.add_argument("--incumbent", choices=("all", "completed"), default="all",
+                        help="BO-BOS incumbent: every evaluation (paper) or completed ones only")
+    parser.add_argument("--mode", choices=("corrected", "compat"), default="corrected",
+                        help="BOS rules: the paper's (corrected) or the released code's (compat)")
+    parser.add_argument("--statistic", choices=("all_epochs", "after_n0"), default=None,
+                        help="BOS summary statistic (default: the mode's; corrected: all_epochs)")
+    parser.add_argument("--k1-gamma", type=float, default=0.95, help="K1 growth (paper 0.95, code 0.99)")
     parser.add_argument("--out", default=str(OUT / "bobos_real.md"))
     args = parser.parse_args(argv)
     q = args.quick
@@ -214,7 +234,13 @@ def write(args, rows, curves, timings, total, skipped):
         f"- BO-BOS / GP-UCB: {args.bobos_max_evals} / {args.max_evals} evaluations, {args.num_init} random start "
         f"points, GP refit of at most {args.gp_fit_steps} objective evaluations per ask; "
         f"BO-BOS: N0 = {args.n0}, {args.num_paths} BOS paths per solve, "
-        "kappa = 2, K1 = 100 / 0.95^(t-1), K2 = 99, c = 1. Hyperband: eta = 3, full schedule.",
+        f"kappa = 2, K1 = 100 / {args.k1_gamma}^(t-1), K2 = 99, c = 1. Hyperband: eta = 3, full schedule.",
+        f"- Conventions: GP-UCB width `--beta {args.beta}` ("
+        + ("Theorem 1's sqrt(beta_t), beta_t = 2 log(|D| t^2 pi^2 / (6 delta)), |D| = candidates x N, delta = 0.1"
+           if args.beta == "paper" else "the released code's 0.2 d log(2t) on sigma")
+        + f", t = BO iteration after the initial points); BO-BOS incumbent `--incumbent {args.incumbent}`; "
+        f"BOS `--mode {args.mode}`, statistic "
+        f"`{args.statistic or ('after_n0' if args.mode == 'compat' else 'all_epochs')}`.",
         "- Best error: the returned configuration's fully-trained validation error (mean +- s.e. over seeds); "
         "regret = best error minus the table's best, percentage points; hit = share of runs returning the "
         "table's best.",

@@ -656,13 +656,16 @@ def assert_table_of_paths(table, gp, paths, prefix, horizon, best_error, rank, *
     (:func:`assert_tables_agree`). Returns ``dC`` of :func:`path_reach`.
     """
     n0 = len(prefix)
-    ref = bos.backward_induction(paths.values, paths.valid, best_error, **induction, n0=n0)
+    # solve's default statistic (corrected mode): the paper's mean of epochs 1..n, prefix included
+    ref = bos.backward_induction(paths.values, paths.valid, best_error, **induction, prefix=prefix)
     v = np.asarray(paths.values)
     reach, dC = path_reach(gp, prefix, horizon, v, rank)
     assert np.all(np.minimum(np.abs(v), np.abs(1 - v)) > reach)
     assert np.all(np.abs(v[:, -1] - best_error) > reach[:, -1])
-    running = np.cumsum(v, axis=1) / np.arange(1, v.shape[1] + 1)
-    run_reach = np.maximum.accumulate(reach, axis=1) + np.arange(1, v.shape[1] + 1) * EPS
+    # the statistic's reach: at most the running mean of the paths' reaches (the prefix is
+    # the same data in both programs) plus the sums' rounding, bounded as before
+    running = (np.sum(prefix) + np.cumsum(v, axis=1)) / (n0 + np.arange(1, v.shape[1] + 1))
+    run_reach = np.maximum.accumulate(reach, axis=1) + (n0 + np.arange(1, v.shape[1] + 1)) * EPS
     to_edge = np.min(np.abs(running[..., None] - np.linspace(0, 1, 100)), axis=-1)
     assert np.all(to_edge[np.asarray(paths.valid)] > run_reach[np.asarray(paths.valid)])
     assert_tables_agree(table, ref)

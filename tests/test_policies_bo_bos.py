@@ -1,8 +1,9 @@
 """Tests of BO-BOS and GP-UCB (jaxstop.policies.bo_bos).
 
-Oracles: a NumPy Matérn-5/2 GP posterior written below (for C2 and the LCB),
-the rules of Algorithm 1 of Dai et al. (2019) replayed from the table (running
-mean, incumbent, K1 schedule via :func:`jaxstop.bos.k1_schedule`, the BOS
+Oracles: a NumPy Matérn-5/2 GP posterior written below (for C2 and the LCB with
+Theorem 1's beta_t), the rules of Algorithm 1 of Dai et al. (2019) replayed from
+the table (the summary statistic over epochs 1..n, the incumbent over every
+evaluation, K1 schedule via :func:`jaxstop.bos.k1_schedule`, the BOS
 problem re-solved with :func:`jaxstop.bos.solve`), and the budget identity of
 :func:`jaxstop.sim.run`. Each policy is compiled once (module-scoped fixtures)
 and played three ways: a Python loop over the protocol, ``sim.run`` and
@@ -101,10 +102,12 @@ def np_posterior(state, Xq, theta=None):
 
 def lcb_of(data_state, theta, t):
     """GP-UCB's LCB at full training over the candidates (inf where evaluated) from the
-    data of ``data_state`` and hyperparameters ``theta``, with its reach: the posterior's,
-    plus sqrt(beta)'s rounding (4 u relative) and the subtraction's (2 u)."""
+    data of ``data_state`` and hyperparameters ``theta`` at BO iteration ``t`` (the initial
+    points excluded), with Theorem 1's beta_t = 2 log(|D| t^2 pi^2 / (6 delta)), |D| = M N,
+    delta = 0.1, unscaled; with its reach: the posterior's, plus sqrt(beta)'s rounding
+    (4 u relative) and the subtraction's (2 u)."""
     mu, sd, d_mu, d_sd = np_posterior(data_state, np.concatenate([X_CAND, np.ones((M, 1))], 1), theta)
-    sb = math.sqrt(0.2 * 2 * math.log(M * t * t * math.pi**2 / (6 * 0.1)))
+    sb = math.sqrt(2 * math.log(M * N * t * t * math.pi**2 / (6 * 0.1)))
     lcb = mu - sb * sd
     done = np.asarray(data_state.evaluated)
     reach = d_mu + sb * d_sd + 4 * U * sb * sd + 2 * U * np.abs(lcb)
@@ -137,9 +140,10 @@ def c1_actions(table, epochs, running):
     return actions, clear | (actions == bos.ACTION_FORCED_CONTINUE)
 
 
-def completed_best(jobs_before):
-    """Lowest loss of the evaluations that were not stopped (inf if none)."""
-    vals = [float(j["result"].value) for j in jobs_before if not bool(j["result"].stopped)]
+def incumbent_of(jobs_before):
+    """y*: the lowest loss y_t of every evaluation, early-stopped ones at their last epoch
+    (Section 3.2; inf if none)."""
+    vals = [float(j["result"].value) for j in jobs_before]
     return min(vals) if vals else math.inf
 
 
@@ -175,7 +179,7 @@ def assert_decisions_robust(jobs, states):
     for j, rec in enumerate(jobs):
         c = int(rec["job"].config)
         if j >= NUM_INIT:
-            picks = [lcb_of(st[j - 1], st[j].gp_params, j + 1) for st in states]
+            picks = [lcb_of(st[j - 1], st[j].gp_params, j - NUM_INIT + 1) for st in states]
             got = assert_pick_robust([v for v, _ in picks], [r for _, r in picks], "min", f"LCB of job {j}")
             assert got == c and bool(rec["info"].model_based)
             for st in states[1:]:
@@ -186,9 +190,10 @@ def assert_decisions_robust(jobs, states):
         d_sds = [np_posterior(st[j - 1], Xq, st[j].gp_params)[3] for st in states]
         epochs = np.array([e for e, _, _ in rec["reports"] if N0 < e < N])
         running, total = [], 0.0
-        for e in range(N0 + 1, N0 + 1 + len(epochs)):
-            total += VALUES[c, e - 1]  # the policy's running sum, added in the same order
-            running.append(total / (e - N0))
+        for e in range(1, N0 + 1 + len(epochs)):
+            total += VALUES[c, e - 1]  # the statistic over epochs 1..e, summed in the policy's order
+            if e > N0:
+                running.append(total / e)
         cells = [c1_actions(st[j].table, epochs, running) for st in states]
         assert all(np.array_equal(a, cells[0][0]) and np.all(clear) for a, clear in cells), f"C1 of job {j}"
         for e, action in zip(epochs, cells[0][0]):
@@ -240,17 +245,17 @@ def test_stop_decisions_match_oracle(bobos_loop):
                 t = j - NUM_INIT + 1
                 np.testing.assert_allclose(float(asked.k1), float(bos.k1_schedule(t, 100.0, 0.95)),
                                            rtol=8 * np.finfo(float).eps)
-                best = completed_best(jobs[:j])
+                best = incumbent_of(jobs[:j])
                 assert float(asked.best_error) == (min(max(best, 0.0), 1.0) if math.isfinite(best) else 1.0)
             for e, stop, state in rec["reports"]:
                 if not active or e <= N0:
                     assert not stop
                     continue
                 assert bool(state.table_ready)
-                running = float(np.mean(VALUES[c, N0:e]))
+                running = float(np.mean(VALUES[c, :e]))  # Section 3.2: sum_{n'=1}^{n} y_{t,n'} / n
                 # np.mean and the policy's running sum round differently: the bin must not change
                 edges = np.asarray(state.table.edges)
-                assert np.min(np.abs(running - edges)) > 2 * (e - N0 + 3) * U * running
+                assert np.min(np.abs(running - edges)) > 2 * (e + 3) * U * running
                 c1 = int(bos.decide(state.table, e, running)) == bos.ACTION_STOP
                 margin, reach = c2_margin(sd, d_sd, e)
                 c2 = not assert_side_robust(margin, reach, f"C2 of job {j} at epoch {e}")
@@ -268,7 +273,7 @@ def test_stored_table_is_the_bos_solution(bobos_loop):
     rec = jobs[j]
     c = int(rec["job"].config)
     state = rec["reports"][N0 - 1][2]
-    best = completed_best(jobs[:j])
+    best = incumbent_of(jobs[:j])
     table = bos.solve(rec["asked"].bos_key, jnp.asarray(VALUES[c, :N0]), best, N,
                       float(bos.k1_schedule(j - NUM_INIT + 1, 100.0, 0.95)), 99.0, 1.0,
                       num_paths=2000, fit_steps=100)
@@ -287,7 +292,7 @@ def test_gp_ucb_never_stops_and_picks_the_lcb_minimum(ucb_loop):
             assert not bool(rec["result"].stopped) and int(rec["result"].epoch) == N
             if j >= NUM_INIT:
                 asked = rec["asked"]
-                lcb, reach = lcb_of(asked, asked.gp_params, j + 1)
+                lcb, reach = lcb_of(asked, asked.gp_params, j - NUM_INIT + 1)
                 assert np.isinf(lcb[sorted(evaluated)]).all() and bool(rec["info"].model_based)
                 # the NumPy LCB and the policy's round differently: its argmin must be clear of that
                 assert c == assert_pick_robust(lcb, reach, "min", f"LCB of job {j}")
@@ -358,6 +363,9 @@ def test_dtype_follows_and_defaults():
         (dict(k1_init=0.0), "k1_init"),
         (dict(loss_lo=1.0, loss_hi=0.5), "loss_hi"),
         (dict(mode="fast"), "mode"),
+        (dict(beta="scaled"), "beta"),
+        (dict(incumbent="best"), "incumbent"),
+        (dict(statistic="mean"), "statistic"),
         (dict(num_init=-1), "num_init"),
         (dict(num_paths=0), "num_paths"),
         (dict(max_budget=1), "max_budget"),

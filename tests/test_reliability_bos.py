@@ -263,7 +263,9 @@ def test_nan_k1_from_the_schedule_voids_the_table():
 
 def test_decide_batched_tables(rng):
     values, valid = make_paths(rng, P, T)
-    one = [bos.backward_induction(values, valid, b, 100.0, 99.0, 1.0, n0=8) for b in (0.2, 0.3, 0.4)]
+    # the lookup is under test, not the statistic: the paths alone bin the tables (no prefix)
+    one = [bos.backward_induction(values, valid, b, 100.0, 99.0, 1.0, n0=8, statistic="after_n0")
+           for b in (0.2, 0.3, 0.4)]
     tables = jax.tree.map(lambda *a: jnp.stack(a), *one)
     with pytest.raises(ValueError, match="table.*jax.vmap"):
         bos.decide(tables, 9, 0.3)

@@ -16,6 +16,12 @@ Numerical kernels of the Bayesian optimal stopping (BOS) step of BO-BOS
   with the 0-K loss (Eqs. (2)-(4)) on a grid of the running-mean statistic, in two
   modes: ``"compat"`` reproduces the authors' released code decision for decision,
   ``"corrected"`` (default) follows the paper's formulation.
+* :func:`summary_statistic` -- that statistic on an observed curve, in its two
+  settings (``statistic=``): ``"all_epochs"``, the paper's mean of epochs ``1..n``
+  (Section 3.2; the default of ``"corrected"``), and ``"after_n0"``, the released
+  code's mean of epochs ``N0+1..n`` (the default of ``"compat"``;
+  :func:`resolve_statistic`). One definition (``_statistic.py``) serves the
+  simulated paths and the lookup.
 * :func:`solve` / :func:`solve_batch` -- fit + simulate + induction for one or many
   trials; :func:`decide` -- table lookup during training.
 
@@ -59,8 +65,9 @@ Files: ``_curve_gp.py`` (kernel, fit, posterior; the kernel-agnostic GP math --
 masked conditioning, likelihood and gradient, posterior moments, the multistart and
 projected-Adam loops -- is that of ``jaxstop._src.gp_likelihood`` and
 ``jaxstop._src.optim``, shared with :mod:`jaxstop.gp`), ``_simulate.py`` (forward
-simulation), ``_induction.py`` (binning, transition counts, backward induction,
-the decision table and its status), ``_decide.py`` (the lookup), ``_solve.py``
+simulation), ``_statistic.py`` (the summary statistic), ``_induction.py`` (binning,
+transition counts, the backward recursion, the decision table and its status),
+``_backward.py`` (:func:`backward_induction` on given paths), ``_decide.py`` (the lookup), ``_solve.py``
 (the fused solve of one or many trials), ``_schedules.py`` (``K_{1,t}`` and
 ``xi_t``; the formulas are shared with :mod:`jaxstop.policies.bo_bos` through
 ``jaxstop._src.schedules``) and ``_validate.py`` (argument checks: structure, and
@@ -79,7 +86,7 @@ from jaxstop.bos._induction import ACTION_D2 as ACTION_D2
 from jaxstop.bos._induction import ACTION_FORCED_CONTINUE as ACTION_FORCED_CONTINUE
 from jaxstop.bos._induction import ACTION_STOP as ACTION_STOP
 from jaxstop.bos._induction import DecisionTable as DecisionTable
-from jaxstop.bos._induction import backward_induction as backward_induction
+from jaxstop.bos._backward import backward_induction as backward_induction
 from jaxstop.bos._decide import decide as decide
 from jaxstop.bos._schedules import k1_schedule as k1_schedule
 from jaxstop.bos._schedules import xi as xi
@@ -87,12 +94,16 @@ from jaxstop.bos._simulate import Paths as Paths
 from jaxstop.bos._simulate import simulate as simulate
 from jaxstop.bos._solve import solve as solve
 from jaxstop.bos._solve import solve_batch as solve_batch
+from jaxstop.bos._statistic import STATISTICS as STATISTICS
+from jaxstop.bos._statistic import resolve_statistic as resolve_statistic
+from jaxstop.bos._statistic import summary_statistic as summary_statistic
 
 __all__ = [
     "ACTION_CONTINUE",
     "ACTION_D2",
     "ACTION_FORCED_CONTINUE",
     "ACTION_STOP",
+    "STATISTICS",
     "CurveGP",
     "DecisionTable",
     "ExpDecayKernel",
@@ -102,8 +113,10 @@ __all__ = [
     "decide",
     "fit_curve_gp",
     "k1_schedule",
+    "resolve_statistic",
     "simulate",
     "solve",
     "solve_batch",
+    "summary_statistic",
     "xi",
 ]

@@ -7,7 +7,9 @@ import jax.numpy as jnp
 from jax.typing import ArrayLike
 
 from jaxstop._src import checks
-from jaxstop.bos._induction import ACTION_FORCED_CONTINUE, DecisionTable, backward_induction, bin_index  # noqa: F401
+from jaxstop.bos._backward import backward_induction  # noqa: F401
+from jaxstop.bos._induction import ACTION_FORCED_CONTINUE, DecisionTable, bin_index
+from jaxstop.bos._statistic import summary_statistic  # noqa: F401
 from jaxstop.bos._validate import screen
 
 
@@ -18,9 +20,11 @@ def _integral(e):
 def decide(table: DecisionTable, epoch: ArrayLike, running_mean: ArrayLike) -> jax.Array:
     """Look up the decision for a trial after ``epoch`` epochs.
 
-    ``running_mean`` is the mean of the observed errors of epochs
-    ``N0+1..epoch`` (the statistic of :func:`backward_induction`; the released
-    code computes it the same way). Its bin is the largest ``i`` with
+    ``running_mean`` is the summary statistic the table was solved for, on the
+    observed errors (:func:`summary_statistic`): the mean of epochs ``1..epoch``
+    for ``statistic="all_epochs"`` (the paper's, the default of
+    ``mode="corrected"``) or of epochs ``N0+1..epoch`` for ``"after_n0"`` (the
+    released code's, the default of ``mode="compat"``). Its bin is the largest ``i`` with
     ``running_mean > edges[i]``; values ``<= 0`` fall in the first bin and
     values ``> 1`` in the last (the code would raise there). Epochs outside
     ``N0+1..N`` give ``ACTION_FORCED_CONTINUE``, and so does a table that is not
@@ -39,7 +43,8 @@ def decide(table: DecisionTable, epoch: ArrayLike, running_mean: ArrayLike) -> j
     Args:
         table: A :class:`DecisionTable` of one trial (``actions`` of shape (T, num_bins)).
         epoch: Current epoch (1-based), integer scalar (or an array of queries).
-        running_mean: The statistic, scalar (or an array broadcastable with ``epoch``).
+        running_mean: The statistic (see :func:`summary_statistic`), scalar (or an array
+            broadcastable with ``epoch``).
 
     Returns:
         Action code(s), int32, the broadcast shape of ``epoch`` and ``running_mean``.
@@ -47,8 +52,10 @@ def decide(table: DecisionTable, epoch: ArrayLike, running_mean: ArrayLike) -> j
     Example:
         >>> import jax, jax.numpy as jnp
         >>> values = 0.3 + 0.05 * jax.random.uniform(jax.random.key(0), (500, 5))
-        >>> table = backward_induction(values, jnp.ones(500, bool), 0.32, 100.0, 99.0, 1.0, n0=8)
-        >>> int(decide(table, 9, 0.31)) == int(table.actions[0, 30])
+        >>> prefix = jnp.full(8, 0.4)  # the observed errors of epochs 1..N0
+        >>> table = backward_induction(values, jnp.ones(500, bool), 0.32, 100.0, 99.0, 1.0, prefix=prefix)
+        >>> stat = summary_statistic(jnp.append(prefix, 0.31), 9, 8)  # (8 x 0.4 + 0.31) / 9
+        >>> int(decide(table, 9, stat)) == int(table.actions[0, 38])  # 0.39 is in (38/99, 39/99]
         True
     """
     if jnp.ndim(table.actions) != 2:

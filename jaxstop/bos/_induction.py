@@ -1,6 +1,6 @@
-"""Approximate backward induction of BOS on the (epoch, running-mean bin) grid
-(:func:`backward_induction`) and its :class:`DecisionTable` (looked up by
-:func:`jaxstop.bos.decide`).
+"""Approximate backward induction of BOS on the (epoch, running-mean bin) grid -- the
+kernel behind :func:`jaxstop.bos.backward_induction` and :func:`jaxstop.bos.solve` --
+and its :class:`DecisionTable` (looked up by :func:`jaxstop.bos.decide`).
 
 The paths enter only through transition counts between running-mean bins
 (:func:`transition_counts`); the recursion runs over those counts (see the package
@@ -8,19 +8,17 @@ docstring of :mod:`jaxstop.bos`)."""
 
 from __future__ import annotations
 
-from functools import partial
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
-from jax.typing import ArrayLike
 
 from jaxstop._src import checks, status
 from jaxstop._src.status import Reason
+from jaxstop.bos import _statistic
 from jaxstop.bos._simulate import inside
-from jaxstop.bos._validate import check_config, check_costs, screen
 
 ACTION_FORCED_CONTINUE = 0
 ACTION_D2 = 1
@@ -90,6 +88,7 @@ class DecisionTable(NamedTuple):
 
         Example:
             >>> import jax, jax.numpy as jnp
+            >>> from jaxstop.bos import backward_induction
             >>> values = 0.3 + 0.05 * jax.random.uniform(jax.random.key(0), (200, 4))
             >>> table = backward_induction(values, jnp.ones(200, bool), 0.32, 100.0, 99.0, 1.0)
             >>> bool(table.ok), bool(table._replace(num_valid=jnp.int32(0)).ok)
@@ -154,7 +153,7 @@ def bin_index(v: jax.Array, num_bins: int) -> jax.Array:
     return jnp.clip(c, 0, num_bins - 1)
 
 
-def transition_counts(values_tm, mask, threshold, *, num_bins: int, compat: bool):
+def transition_counts(values_tm, mask, threshold, *, num_bins: int, compat: bool, s0=0.0, c0: int = 0):
     """Transition counts of all steps from time-major paths.
 
     Args:
@@ -163,6 +162,9 @@ def transition_counts(values_tm, mask, threshold, *, num_bins: int, compat: bool
             arithmetic (so NaN or inf there has no effect), and paths outside (0, 1) are
             dropped here too.
         threshold: Best error (compat) or best error + xi (corrected).
+        s0, c0: The summary statistic's part before the first simulated epoch
+            (:func:`jaxstop.bos._statistic.prefix_part`): the statistic at step ``k``
+            (0-based) is ``(s0 + v_0 + ... + v_k) / (c0 + k + 1)``, summed left to right.
 
     Returns:
         ``trans`` (T-1, B, B) int32 -- valid paths in bin i at step k and bin j at
@@ -170,8 +172,8 @@ def transition_counts(values_tm, mask, threshold, *, num_bins: int, compat: bool
         bin), where the event is "final error > threshold" (compat) or
         "final error < threshold" (corrected).
 
-    The running mean is accumulated left to right (as ``np.cumsum``) in a scan
-    over steps; each step scatters its paths' combined index
+    The running sum is accumulated left to right (as ``np.cumsum`` of the observed
+    errors followed by the path) in a scan over steps; each step scatters its paths' combined index
     ``(step, event, bin_k, bin_{k+1})`` into one histogram. (A single scatter of
     all steps' indices is several times slower on XLA:CPU: the index fusion is
     then emitted over a flattened shape.)
@@ -187,10 +189,10 @@ def transition_counts(values_tm, mask, threshold, *, num_bins: int, compat: bool
     nseg = 2 * B * B
 
     def stat(acc, k):
-        return acc / (k + 1).astype(dtype)
+        return _statistic.running(acc, c0 + k + 1)
 
-    acc0 = values_tm[0]
-    b0 = bin_index(acc0, B)
+    acc0 = jnp.asarray(s0, dtype) + values_tm[0]
+    b0 = bin_index(stat(acc0, 0), B)
     if T == 1:
         keys = jnp.where(base >= 0, base + b0, 2 * B)
         per_step = jnp.zeros(2 * B, jnp.int32).at[keys].add(1, mode="drop")
@@ -298,184 +300,4 @@ def decision_table(trans, per_step, k1, k2, cost, min_count, n0, dropped, *, com
         first_epoch=jnp.asarray(n0, jnp.int32) + 1,
         num_valid=num_valid,
         dropped_variance=jnp.asarray(dropped, dtype),
-    )
-
-
-@partial(jax.jit, static_argnames=("num_bins", "compat"))
-def _backward_induction(values, mask, best_error, k1, k2, cost, xi_, min_count, n0, bad, *, num_bins, compat):
-    dtype = values.dtype
-    threshold = best_error if compat else best_error + xi_
-    trans, per_step = transition_counts(values.T, mask, threshold, num_bins=num_bins, compat=compat)
-    table = decision_table(
-        trans,
-        per_step,
-        k1,
-        k2,
-        cost,
-        min_count,
-        n0,
-        jnp.zeros((), dtype),
-        compat=compat,
-        num_bins=num_bins,
-        dtype=dtype,
-    )
-    return with_status(table, bad)
-
-
-def backward_induction(
-    values: ArrayLike,
-    mask: ArrayLike | None = None,
-    best_error: ArrayLike | None = None,
-    k1: ArrayLike | None = None,
-    k2: ArrayLike | None = None,
-    cost: ArrayLike | None = None,
-    *,
-    num_bins: int = 99,
-    mode: str = "corrected",
-    min_count: float = 30,
-    xi: ArrayLike = 0.0,
-    n0: ArrayLike = 0,
-    valid: ArrayLike | None = checks.UNSET,
-) -> DecisionTable:
-    """Approximate backward induction for the BOS problem (Dai et al., 2019).
-
-    Solves the stopping problem of Eq. (2) with the 0-K loss of Eqs. (3)-(4) on
-    sample paths (Appendix B; Mueller et al., 2007). The summary statistic at
-    step ``k`` (epoch ``N0 + k``) is the running mean of the simulated errors of
-    epochs ``N0+1..N0+k``; it is discretised into ``num_bins`` right-closed bins
-    of equal width over [0, 1] (edges ``np.linspace(0, 1, num_bins + 1)``; the
-    bin of ``v`` is the largest ``i`` with ``v > edges[i]``). A path counts when
-    ``mask`` is set and it stays strictly inside (0, 1); other paths have no
-    effect at all.
-
-    ``mode="compat"`` reproduces the released code of the authors
-    (``bos_function.py``, ``run_BOS``) decision for decision on the same paths,
-    each rule checked against that code:
-
-    * ``P`` = fraction of the bin's paths whose final error is ``> best_error``
-      (strict); ``loss_d2 = k2 P + cost k`` and ``loss_d1 = k1 (1 - P) + cost k``
-      at step ``k`` (the observation cost enters as the cumulative ``cost * k``
-      in the stopping losses, not as ``+cost`` in the continuation loss); an
-      empty bin gets 1e4 for both.
-    * Continuation loss = mean over the bin's paths of the next step's minimum
-      loss -- of ``[d2, d1]`` when the next step is the last, else of all three
-      -- when the bin holds more than ``min_count`` paths, else 0. A 0 there
-      enters its predecessors' minima, so sparse bins pull their neighbours'
-      continuation losses towards 0.
-    * Last step: ``argmin([d2, d1]) + 1`` in every bin, empty bins included
-      (their 1e4 tie gives d2). Earlier steps: ``argmin([d2, d1, d0]) + 1``
-      where the continuation loss is non-zero, else 0 (forced continue); ties go
-      to the first of ``[d2, d1, d0]``.
-
-    Where the code differs from the summary in the project design notes, the
-    code is followed: the forced continue is keyed on the continuation loss
-    being exactly 0 (``losses[step, i, 2] != 0``), not on the count; so a bin
-    with more than ``min_count`` paths is also forced to continue when every
-    one of its paths moves into a bin whose minimum loss is 0. ``xi`` is
-    ignored in compat mode (the code has no ``xi``). One limit: the code sums
-    the next-step losses path by path, so at an *exact* tie between the
-    continuation loss and a stopping loss its choice is decided by the rounding
-    of that sum; here the sum is ``sum_j C[i, j] rho[j]`` over transition
-    counts and may round the other way. Such ties need bins of a few paths and
-    rational coincidences; ties between the two stopping losses, and ties whose
-    sums are exact, resolve identically.
-
-    ``mode="corrected"`` (default) follows the paper's formulation:
-
-    * ``theta_1`` = "the final error is ``< best_error + xi``" (Section 3.2 in
-      error terms: ``f([x, N]) > y* - xi_t``); ``prob = Pr(theta_1 | bin)``;
-      ``loss_d1 = k1 prob`` (stop, concluding it will lose);
-      ``loss_d2 = k2 (1 - prob)``; ``loss_d0 = cost + E[rho_{k+1} | bin]`` where
-      ``rho`` is the next step's loss (Eq. (2)); ``rho_N = min(d1, d2)``.
-      (This equals compat's cumulative-cost form up to a per-step constant, so
-      it does not change decisions by itself.)
-    * A bin is *sparse* when it holds no more than
-      ``min_count * num_valid / 100_000`` valid paths -- ``min_count`` per
-      100,000 paths, the released code's 30 at the paper's 100,000 paths -- so
-      the sparse region has the same probability mass whatever ``num_paths``.
-    * A sparse bin is still forced to continue, but its loss is the estimated
-      loss of continuing (``cost + E[rho_{k+1} | bin]`` over its own paths)
-      rather than 0, so sparse bins do not leak a zero continuation loss into
-      their neighbours.
-    * Empty bins (no paths) hold infinite losses and action 0; the continuation
-      loss at the last step is infinite (there is no next epoch). A sparse bin
-      at the last step is decided by ``argmin([d2, d1])`` like a dense one.
-    * ``k1 = inf`` is allowed: ``d1`` is then never taken (Section 3.2).
-
-    Invalid numbers. ``values`` may hold anything on padded paths (``mask`` False):
-    they are replaced before any arithmetic and have no effect. On real paths a
-    value outside (0, 1) drops the path (above), but NaN or inf is an error, as is a
-    NaN, inf or out-of-range loss parameter: with concrete arguments a
-    ``ValueError`` names the argument; inside ``jit`` the table comes back void
-    with ``ok`` False and ``reason == Reason.BAD_INPUT`` (every action a forced
-    continue, so nothing stops on it). float16 / bfloat16 arguments raise
-    ``TypeError``.
-
-    Args:
-        values: Simulated errors of epochs ``N0+1..N``, shape (num_paths, T),
-            float32 or float64.
-        mask: Which paths are real, shape (num_paths,), bool (e.g. ``Paths.valid``
-            of :func:`simulate`); required (the ``None`` default only lets the
-            deprecated ``valid=`` keyword stand in for it).
-        best_error: Incumbent (best) final validation error, scalar in [0, 1]
-            (1 for the paper's ``y*_0 = 0``).
-        k1: Cost of a wrong d1 (false early stop), ``K_{1,t}`` (see
-            :func:`k1_schedule`), positive.
-        k2: Cost of a wrong d2, ``K_2`` (99 in the paper), positive.
-        cost: Cost of one more epoch ``c_{d_0}`` (1 in the paper), >= 0.
-        num_bins: Number of bins over [0, 1] (static, >= 2; 99 in the code).
-        mode: ``"corrected"`` or ``"compat"``.
-        min_count: Sparsity cut (see above).
-        xi: ``xi_t`` of Theorem 1 (see :func:`xi`); corrected mode only.
-        n0: Number of observed epochs ``N0`` before the first simulated one.
-        valid: Deprecated name of ``mask`` (a :class:`DeprecationWarning`; removed in
-            the next release). Positional calls are unchanged.
-
-    Returns:
-        :class:`DecisionTable` with ``T`` rows, in the dtype of ``values``;
-        ``table.ok`` says whether it is usable and ``table.reason`` why not.
-
-    Example:
-        >>> import jax, jax.numpy as jnp
-        >>> values = 0.3 + 0.05 * jax.random.uniform(jax.random.key(0), (500, 5))
-        >>> mask = jnp.ones(500, bool)
-        >>> table = backward_induction(values, mask, 0.32, 100.0, 99.0, 1.0, n0=8)
-        >>> table.actions.shape, int(table.first_epoch), int(table.num_valid)
-        ((5, 99), 9, 500)
-    """
-    mask = checks.renamed("backward_induction", "mask", mask, "valid", valid)
-    missing = [n for n, v in (("mask", mask), ("best_error", best_error), ("k1", k1), ("k2", k2), ("cost", cost))
-               if v is None]
-    if missing:
-        raise TypeError(f"backward_induction() missing required argument(s): {missing}")
-    values = jnp.asarray(values)
-    if not jnp.issubdtype(values.dtype, jnp.floating):
-        raise TypeError(f"values must be floating point, got dtype {values.dtype}")
-    values = checks.float_array(values, "values")
-    if values.ndim != 2:
-        raise ValueError(f"values must have shape (num_paths, T), got shape {values.shape}")
-    mask = jnp.asarray(mask)
-    if mask.shape != values.shape[:1]:
-        raise ValueError(f"mask must have shape (num_paths,) = {values.shape[:1]}, got {mask.shape}")
-    if mask.dtype != jnp.bool_:
-        raise TypeError(f"mask must be boolean, got dtype {mask.dtype}")
-    compat = check_config(mode, num_bins, min_count)
-    dtype = values.dtype
-    *costs, bad = check_costs(best_error, k1, k2, cost, xi, dtype, compat)
-    best_error, k1, k2, cost, xi_ = costs
-    bad = bad | screen([("values", (values, mask), lambda v, m: jnp.isfinite(v) | ~m[:, None],
-                         "finite on the real paths (mask=True)")])
-    return _backward_induction(
-        values,
-        mask,
-        best_error,
-        k1,
-        k2,
-        cost,
-        xi_,
-        jnp.asarray(min_count, dtype),
-        jnp.asarray(n0, jnp.int32),
-        bad,
-        num_bins=num_bins,
-        compat=compat,
     )

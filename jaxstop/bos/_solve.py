@@ -25,6 +25,7 @@ from jaxstop._src import checks
 from jaxstop.bos._curve_gp import fit_impl, fit_jit, posterior
 from jaxstop.bos._induction import DecisionTable, decision_table, transition_counts, with_status
 from jaxstop.bos._simulate import chunks, draw, factor
+from jaxstop.bos._statistic import prefix_part, resolve_statistic
 from jaxstop.bos._validate import check_costs, check_horizon, check_prefix, rule, screen, solve_config
 
 # Adam's learning rate of the fit inside solve (fit_curve_gp's default).
@@ -58,6 +59,7 @@ def _solve_from_gp_impl(
     num_paths,
     num_bins,
     compat,
+    statistic,
     min_count,
     rank,
     chunk_size,
@@ -72,12 +74,13 @@ def _solve_from_gp_impl(
     F, dropped = factor(cov, rank)
     T = horizon - n0
     threshold = best_error if compat else best_error + xi_
+    s0, c0 = prefix_part(prefix, statistic)  # the summary statistic's observed part
     num_chunks, chunk_size = chunks(num_paths, chunk_size)
 
     def chunk(c, key_c):
         values = draw(key_c, F, mean, chunk_size)
         real = c * chunk_size + jnp.arange(chunk_size) < num_paths
-        return transition_counts(values, real, threshold, num_bins=num_bins, compat=compat)
+        return transition_counts(values, real, threshold, num_bins=num_bins, compat=compat, s0=s0, c0=c0)
 
     keys = jax.random.split(key, num_chunks)
     if num_chunks == 1:
@@ -107,7 +110,7 @@ def _solve_from_gp_impl(
     return lax.optimization_barrier(with_status(table, bad, ~gp.ok))
 
 
-_PATH_STATIC = ("horizon", "num_paths", "num_bins", "compat", "min_count", "rank", "chunk_size")
+_PATH_STATIC = ("horizon", "num_paths", "num_bins", "compat", "statistic", "min_count", "rank", "chunk_size")
 _FIT_STATIC = ("constant_mean", "noise_var", "fit_steps")
 _SOLVE_STATIC = _PATH_STATIC + _FIT_STATIC
 
@@ -154,6 +157,7 @@ def solve(
     fit_steps: int = 300,
     rank: int | None = 12,
     chunk_size: int = 10_000,
+    statistic: str | None = None,
 ) -> DecisionTable:
     """Solve one trial's BOS problem: fit, simulate, backward induction.
 
@@ -168,7 +172,8 @@ def solve(
 
         paths = simulate(key, fit_curve_gp(prefix), prefix, horizon, num_paths,
                          rank=rank, chunk_size=chunk_size)
-        backward_induction(paths.values, paths.valid, best_error, k1, k2, cost, n0=N0)
+        backward_induction(paths.values, paths.valid, best_error, k1, k2, cost,
+                           prefix=prefix, statistic=statistic)
 
     The same table, bit for bit, comes out of ``solve`` called eagerly, inside
     ``jax.jit`` (or a policy's traced step) and from :func:`solve_batch` with
@@ -196,6 +201,11 @@ def solve(
         k1, k2, cost: Loss parameters (see :func:`backward_induction`).
         num_paths: Number of simulated paths (static).
         num_bins, mode, min_count, xi: See :func:`backward_induction`.
+        statistic: The summary statistic, ``"all_epochs"`` (the paper's mean of epochs
+            ``1..n``, ``prefix`` included; the default of ``mode="corrected"``),
+            ``"after_n0"`` (the released code's mean of epochs ``N0+1..n``; the default
+            of ``mode="compat"``) or ``None`` (the mode's default); see
+            :func:`backward_induction` and :func:`summary_statistic`.
         noise_var, mean: See :func:`fit_curve_gp`; ``fit_steps`` its ``num_steps``.
         rank: Leading posterior directions drawn (see :func:`simulate`); the
             default 12 keeps the dropped variance at float64 round-off for this
@@ -222,6 +232,7 @@ def solve(
     static = solve_config(
         horizon, num_paths, num_bins, mode, min_count, noise_var, mean, fit_steps, rank, chunk_size
     )
+    static["statistic"] = resolve_statistic(statistic, mode)
     dtype = prefix.dtype
     *costs, bad = check_costs(best_error, k1, k2, cost, xi, dtype, static["compat"])
     bad = bad | screen([rule("prefix", prefix)])
@@ -267,6 +278,7 @@ def solve_batch(
     fit_steps: int = 300,
     rank: int | None = 12,
     chunk_size: int = 10_000,
+    statistic: str | None = None,
 ) -> DecisionTable:
     """Solve many trials' BOS problems in one call.
 
@@ -311,7 +323,7 @@ def solve_batch(
             memory. The trials are split into equal groups (the last trial
             repeated to fill the last group; the repeats are dropped).
         num_paths, num_bins, mode, min_count, xi, noise_var, mean, fit_steps,
-        rank, chunk_size: See :func:`solve` (``xi`` may be per trial).
+        rank, chunk_size, statistic: See :func:`solve` (``xi`` may be per trial).
 
     Returns:
         A :class:`DecisionTable` whose fields have a leading (num_trials,) axis
@@ -333,6 +345,7 @@ def solve_batch(
     static = solve_config(
         horizon, num_paths, num_bins, mode, min_count, noise_var, mean, fit_steps, rank, chunk_size
     )
+    static["statistic"] = resolve_statistic(statistic, mode)
     dtype = prefixes.dtype
     *costs, bad = check_costs(
         best_errors, k1, k2, cost, xi, dtype, static["compat"], batch=num_trials,

@@ -1,8 +1,8 @@
 """The state of BO-BOS / GP-UCB and their step functions (:mod:`jaxstop.policies.bo_bos`).
 
 :class:`BoBosParams`, :class:`BoBosState` and :class:`BoBosInfo` are the pytrees the
-steps consume and produce (re-exported by :mod:`jaxstop.policies.bo_bos`);
-:func:`check_params` validates a params pytree; :class:`BoBosConfig` is the static
+steps consume and produce (re-exported by :mod:`jaxstop.policies.bo_bos`, which also
+validates params); :class:`BoBosConfig` is the static
 configuration :mod:`jaxstop.policies.bo_bos` validates, and ``init`` / ``ask`` / ``report`` /
 ``tell`` (with ``ask_eager`` / ``report_eager``, their versions outside ``jit``) are the step
 functions :func:`jaxstop.policies._base.build_policy` binds to it. The algorithm and its cost are described in
@@ -12,17 +12,14 @@ the docstring of :mod:`jaxstop.policies.bo_bos`.
 from __future__ import annotations
 
 import functools
-import math
-import numbers
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jax import custom_batching, lax
 
 from jaxstop import bos, gp
-from jaxstop._src import checks, regret_bound, schedules
+from jaxstop._src import regret_bound, schedules
 from jaxstop.policies._base import Incumbent, Job, Result, jit_step, make_job, renamed_field, update_incumbent
 
 
@@ -37,8 +34,10 @@ class BoBosParams(NamedTuple):
         cost: Cost of one more epoch ``c_{d_0}``, >= 0 (1), ().
         xi_noise_var: ``sigma^2`` of ``xi_t`` (Theorem 1), >= 0 (0: ``xi_t = 0``), ().
         xi_delta: ``delta''`` of ``xi_t``, in (0, 1) (0.1), ().
-        beta_scale: Multiplier of ``beta_t``, >= 0 (0.2), ().
-        beta_delta: ``delta`` of ``beta_t``, in (0, 1] (0.1), ().
+        beta_scale: Multiplier of GP-UCB's exploration term, >= 0: of ``beta_t`` under the
+            square root with ``beta="paper"`` (1: Theorem 1 as stated), of the released
+            code's ``d log(2t)`` with ``beta="authors"`` (0.2, its ``kappa_scale``), ().
+        beta_delta: ``delta`` of ``beta_t`` (``beta="paper"`` only), in (0, 1] (0.1), ().
         loss_lo: Loss mapped to error 0 for BOS (0), ().
         loss_hi: Loss mapped to error 1 for BOS, > ``loss_lo`` (1), ().
         num_init: Uniform random evaluations before the model is used, >= 0 (6), int32 ().
@@ -73,8 +72,8 @@ class BoBosState(NamedTuple):
         gp_params: The GP hyperparameters of the last fit (warm start of the next).
         evaluated: Candidates evaluated so far, shape (M,) bool.
         count: Evaluations told so far, int32 ().
-        incumbent_value: Incumbent loss ``y*`` (lowest completed; inf before), ()
-            (``best_value`` is its deprecated alias).
+        incumbent_value: Incumbent loss ``y*`` (lowest ``y_t`` among the evaluations the
+            ``incumbent`` setting counts; inf before), () (``best_value`` is its deprecated alias).
         best_config: Its candidate index (-1 before), int32 ().
         num_stopped: Evaluations stopped early so far, int32 ().
         config: Candidate of the current job, int32 ().
@@ -83,7 +82,10 @@ class BoBosState(NamedTuple):
         sigma: Posterior std at ``[x, n / N]`` for n = 1..N of the current job
             (standardised units), shape (N,).
         curve: Losses of the current job after each epoch (NaN before), shape (N,).
-        run_sum: Sum of the current job's errors of epochs ``N0+1..n``, ().
+        run_sum: The current job's BOS summary statistic after its last reported epoch
+            ``n > N0`` (:func:`jaxstop.bos.summary_statistic`: the mean error of epochs
+            ``1..n``, or ``N0+1..n`` with ``statistic="after_n0"``; the value C1 looks
+            up; 0 before), ().
         table: The current job's BOS :class:`~jaxstop.bos.DecisionTable` (rows
             ``N - N0``; zero rows for :func:`gp_ucb`).
         table_ready: Whether ``table`` was solved for the current job, bool ().
@@ -93,6 +95,8 @@ class BoBosState(NamedTuple):
         bos_key: PRNG key of the current job's BOS solve (the state owns this stream).
         num_out_of_range: Losses so far that mapped outside [0, 1] (or were not finite)
             by ``(v - loss_lo) / (loss_hi - loss_lo)`` and were clipped for BOS, int32 ().
+        ucb_width: The multiplier of ``sigma`` in the bound that chose the current job
+            (``sqrt(beta_t)`` with ``beta="paper"``; NaN for a random pick), ().
     """
 
     X: jax.Array
@@ -117,6 +121,7 @@ class BoBosState(NamedTuple):
     best_error: jax.Array
     bos_key: jax.Array
     num_out_of_range: jax.Array = None
+    ucb_width: jax.Array = None
 
     best_value = renamed_field("incumbent_value", "best_value")
 
@@ -126,7 +131,8 @@ class BoBosInfo(NamedTuple):
 
     Attributes:
         terminate: ``max_evals`` evaluations done or every candidate evaluated, bool ().
-        incumbent: Candidate with the lowest completed loss (-1 before), int32 ().
+        incumbent: Candidate with the lowest loss ``y_t`` among the evaluations the
+            ``incumbent`` setting counts (all of them by default; -1 before), int32 ().
         incumbent_value: Its loss, () (``best_value`` is its deprecated alias).
         stopped: Whether this evaluation was stopped early, bool ().
         epoch: Epochs it trained, int32 ().
@@ -137,6 +143,9 @@ class BoBosInfo(NamedTuple):
         num_out_of_range: Losses of the study so far outside [0, 1] after the
             ``loss_lo`` / ``loss_hi`` map (clipped for BOS), int32 ().
         ok: ``num_out_of_range == 0``: BOS has seen every loss as it is, bool ().
+        ucb_width: The multiplier of ``sigma`` in the bound that chose it (``sqrt(beta_t)``
+            of Theorem 1 with ``beta="paper"``, the released code's ``0.2 d log(2t)`` with
+            ``"authors"``); NaN for a random pick, ().
     """
 
     terminate: jax.Array
@@ -149,6 +158,7 @@ class BoBosInfo(NamedTuple):
     k1: jax.Array
     num_out_of_range: jax.Array = None
     ok: jax.Array = None
+    ucb_width: jax.Array = None
 
     best_value = renamed_field("incumbent_value", "best_value")
 
@@ -194,63 +204,6 @@ def _gated(fn):
 
 
 # --------------------------------------------------------------------------------------
-# Validation of the params
-
-
-def _check_value(name: str, value, *, lo=None, hi=None, lo_open=True, hi_open=False) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
-        raise ValueError(f"{name} must be a finite number, got {value!r}")
-    v = float(value)
-    if lo is not None and (v <= lo if lo_open else v < lo):
-        raise ValueError(f"{name} must be {'>' if lo_open else '>='} {lo}, got {value!r}")
-    if hi is not None and (v >= hi if hi_open else v > hi):
-        raise ValueError(f"{name} must be {'<' if hi_open else '<='} {hi}, got {value!r}")
-    return v
-
-
-_PARAM_RULES = {
-    # name: (lo, hi, lo_open, hi_open)
-    "kappa": (0.0, None, True, False),
-    "k1_init": (0.0, None, True, False),
-    "k1_gamma": (0.0, 1.0, True, False),
-    "k2": (0.0, None, True, False),
-    "cost": (0.0, None, False, False),
-    "xi_noise_var": (0.0, None, False, False),
-    "xi_delta": (0.0, 1.0, True, True),
-    "beta_scale": (0.0, None, False, False),
-    "beta_delta": (0.0, 1.0, True, False),
-}
-
-
-def check_params_values(values: dict) -> None:
-    """Checks the hyperparameters given as Python numbers, naming the first bad one."""
-    for name, (lo, hi, lo_open, hi_open) in _PARAM_RULES.items():
-        _check_value(name, values[name], lo=lo, hi=hi, lo_open=lo_open, hi_open=hi_open)
-    _check_value("loss_lo", values["loss_lo"])
-    _check_value("loss_hi", values["loss_hi"])
-    if not values["loss_hi"] > values["loss_lo"]:
-        raise ValueError(f"loss_hi must exceed loss_lo, got loss_lo={values['loss_lo']!r}, "
-                         f"loss_hi={values['loss_hi']!r}")
-    n = values["num_init"]
-    if isinstance(n, (bool, np.bool_)) or not isinstance(n, numbers.Integral) or n < 0:
-        raise ValueError(f"num_init must be an int >= 0, got {n!r}")
-
-
-def check_params(params) -> None:
-    """Checks concrete params (skipped when any leaf is traced)."""
-    if not isinstance(params, BoBosParams):
-        raise TypeError(f"params must be a BoBosParams (see policy.default_params()), got {type(params).__name__}")
-    leaves = jax.tree_util.tree_leaves(params)
-    if not all(checks.is_concrete(a) for a in leaves):
-        return
-    for name, a in zip(BoBosParams._fields, params):
-        if np.ndim(a) != 0:
-            raise ValueError(f"params.{name} must be a scalar, got shape {np.shape(a)}")
-    values = {name: np.asarray(a).item() for name, a in zip(BoBosParams._fields, params)}
-    check_params_values(values)
-
-
-# --------------------------------------------------------------------------------------
 # The policy
 
 
@@ -258,7 +211,9 @@ class BoBosConfig(NamedTuple):
     """The static configuration of :func:`bo_bos` / :func:`gp_ucb` (validated by the factory).
 
     ``cand_final`` is ``[x, 1]`` for every candidate and ``fid`` the fidelities
-    ``n / N`` for n = 1..N; ``n0`` is None without early stopping.
+    ``n / N`` for n = 1..N; ``n0`` is None without early stopping. ``beta``,
+    ``incumbent`` and ``statistic`` are the named conventions of
+    :func:`jaxstop.policies.bo_bos.bo_bos`.
     """
 
     cand: jax.Array
@@ -276,28 +231,26 @@ class BoBosConfig(NamedTuple):
     gp_fit_steps: int
     defaults: dict
     fdtype: Any
+    beta: str = "paper"
+    incumbent: str = "all"
+    statistic: str = "all_epochs"
 
 
 def make_config(cand, *, N, max_evals, n0, inter, early_stopping, num_paths, num_bins, mode, curve_fit_steps,
-                gp_fit_steps, defaults, fdtype) -> BoBosConfig:
+                gp_fit_steps, defaults, fdtype, beta, incumbent, statistic) -> BoBosConfig:
     """The configuration on validated arguments (see :func:`jaxstop.policies.bo_bos.bo_bos`)."""
     M = cand.shape[0]
     fid = jnp.arange(1, N + 1, dtype=fdtype) / N
     cand_final = jnp.concatenate([cand, jnp.ones((M, 1), fdtype)], axis=1)  # [x, N / N]
     return BoBosConfig(cand, cand_final, fid, N, max_evals, n0, tuple(inter), bool(early_stopping), num_paths,
-                       num_bins, mode, curve_fit_steps, gp_fit_steps, dict(defaults), fdtype)
+                       num_bins, mode, curve_fit_steps, gp_fit_steps, dict(defaults), fdtype, beta, incumbent,
+                       statistic)
 
 
 def default_params(cfg: BoBosConfig) -> BoBosParams:
     """The factory's :class:`BoBosParams`."""
     v = {k: jnp.asarray(cfg.defaults[k], cfg.fdtype) for k in BoBosParams._fields if k != "num_init"}
     return BoBosParams(**v, num_init=jnp.asarray(cfg.defaults["num_init"], jnp.int32))
-
-
-def checked_params(cfg: BoBosConfig, params) -> BoBosParams:
-    """:func:`check_params`, returning the params."""
-    check_params(params)
-    return params
 
 
 def _empty_table(cfg: BoBosConfig) -> bos.DecisionTable:
@@ -331,7 +284,8 @@ def _to_error(cfg: BoBosConfig, v, params):
 def _solve(cfg: BoBosConfig, operand):
     key, prefix, best_error, k1, k2, cost, xi = operand
     table = bos.solve(key, prefix, best_error, cfg.N, k1, k2, cost, num_paths=cfg.num_paths,
-                      num_bins=cfg.num_bins, mode=cfg.mode, xi=xi, fit_steps=cfg.curve_fit_steps)
+                      num_bins=cfg.num_bins, mode=cfg.mode, xi=xi, fit_steps=cfg.curve_fit_steps,
+                      statistic=cfg.statistic)
     return jax.tree.map(lambda a, b: a.astype(b.dtype), table, _empty_table(cfg))
 
 
@@ -364,6 +318,7 @@ def init(cfg: BoBosConfig, key, params) -> BoBosState:
         best_error=jnp.ones((), fdtype),
         bos_key=key,
         num_out_of_range=jnp.zeros((), jnp.int32),
+        ucb_width=jnp.asarray(jnp.nan, fdtype),
     )
 
 
@@ -374,6 +329,24 @@ def _fit(cfg: BoBosConfig, state: BoBosState):
     return z, p_new, fit_info.finite
 
 
+def ucb_width(cfg: BoBosConfig, t, params):
+    """The multiplier of ``sigma`` in GP-UCB's bound at BO iteration ``t >= 1`` (Algorithm 1, line 2).
+
+    ``beta="paper"``: ``sqrt(beta_scale * beta_t)``, ``beta_t = 2 log(|D| t^2 pi^2 / (6 delta))``
+    (Theorem 1 and Lemma 1), ``|D| = M N`` (the candidates times the ``N`` epoch values of
+    ``z = [x, n]``, the domain of Section 2.1). ``beta="authors"``: ``beta_scale * d log(2 t)``
+    on ``sigma`` itself (``helper_funcs.py``, ``UtilityFunction._ucb``:
+    ``mean + (kappa_scale * d * np.log(2 * iteration)) * std``, ``d`` the dimension of
+    ``[x, n / N]``).
+    """
+    M, d = cfg.cand.shape
+    if cfg.beta == "authors":
+        return params.beta_scale * (d + 1) * jnp.log(2 * t)
+    size = jnp.asarray(M * cfg.N, cfg.fdtype)
+    beta_t = regret_bound.beta(t, size, params.beta_delta, jnp.asarray(1.0, cfg.fdtype))
+    return jnp.sqrt(params.beta_scale * jnp.maximum(beta_t, 0))
+
+
 def _select(cfg: BoBosConfig, key, state: BoBosState, z, p_new, finite, params):
     fdtype, N, cand = cfg.fdtype, cfg.N, cfg.cand
     M, d = cand.shape
@@ -381,20 +354,20 @@ def _select(cfg: BoBosConfig, key, state: BoBosState, z, p_new, finite, params):
     p = jax.tree.map(lambda a, b: jnp.where(finite, a, b), p_new, state.gp_params)
     post = gp.posterior(p, state.X, z, state.mask)
     mu, var = gp.predict(post, cfg.cand_final)
-    t = (state.count + 1).astype(fdtype)
-    beta = regret_bound.beta(t, jnp.asarray(M, fdtype), params.beta_delta, params.beta_scale)  # GP-UCB's beta
-    lcb = mu - jnp.sqrt(jnp.maximum(beta, 0)) * jnp.sqrt(var)
+    # t: the BO iteration of Algorithm 1 (the initial points excluded), for beta_t, K_{1,t} and xi_t
+    t_bo = (state.count - params.num_init + 1).astype(fdtype)
+    width = ucb_width(cfg, jnp.maximum(t_bo, 1), params)
+    lcb = mu - width * jnp.sqrt(var)
     lcb = jnp.where(state.evaluated | jnp.isnan(lcb), jnp.inf, lcb)
     u = jax.random.uniform(k_pick, (M,), fdtype)
     random_pick = jnp.argmax(jnp.where(state.evaluated, -1, u)).astype(jnp.int32)
-    usable = post.ok & jnp.all(jnp.isfinite(mu)) & jnp.all(jnp.isfinite(var)) & jnp.isfinite(beta)
+    usable = post.ok & jnp.all(jnp.isfinite(mu)) & jnp.all(jnp.isfinite(var)) & jnp.isfinite(width)
     model = (state.count >= params.num_init) & usable
     idx = jnp.where(model, jnp.argmin(lcb).astype(jnp.int32), random_pick)
     x = cand[idx]
     # sigma_{t-1}([x, n / N]) for n = 1..N, for C2 (the posterior that chose x).
     Xq = jnp.concatenate([jnp.broadcast_to(x, (N, d)), cfg.fid[:, None]], axis=1)
     _, var_n = gp.predict(post, Xq)
-    t_bo = (state.count - params.num_init + 1).astype(fdtype)
     k1 = schedules.k1(t_bo, params.k1_init, params.k1_gamma)  # Theorem 2: K_{1,t} = K_{1,t-1} / gamma
     xi = schedules.xi(t_bo, params.xi_noise_var, params.xi_delta)  # Theorem 1
     best_error = jnp.where(jnp.isfinite(state.incumbent_value),
@@ -414,6 +387,7 @@ def _select(cfg: BoBosConfig, key, state: BoBosState, z, p_new, finite, params):
         xi=xi.astype(fdtype),
         best_error=best_error,
         bos_key=k_bos,
+        ucb_width=jnp.where(model, width, jnp.nan).astype(fdtype),
     )
     return make_job(idx, x, N), state
 
@@ -453,16 +427,16 @@ def _decide(cfg: BoBosConfig, state: BoBosState, table, solve_now, epoch, value,
     """Lines 6-9: stop when C1 (the BOS decision is d1) and C2 hold, for N0 < n < N."""
     N, n0 = cfg.N, cfg.n0
     e = jnp.asarray(epoch, jnp.int32)
-    v = jnp.asarray(value).astype(cfg.fdtype)
     i = jnp.clip(e - 1, 0, N - 1)
     ready = state.table_ready | solve_now
     after = e > n0
-    run_sum = state.run_sum + jnp.where(after, _to_error(cfg, v, params), 0)
-    running_mean = run_sum / jnp.maximum(e - n0, 1).astype(cfg.fdtype)
+    # C1's statistic on the errors so far (Section 3.2), the one the table was solved for
+    stat = bos.summary_statistic(_to_error(cfg, state.curve, params), e, n0, statistic=cfg.statistic)
+    running_mean = jnp.where(after & jnp.isfinite(stat), stat, 0)
     c1 = bos.decide(table, e, running_mean) == bos.ACTION_STOP
     c2 = state.sigma[i] >= state.sigma[N - 1] / params.kappa
     stop = state.bos_active & ready & after & (e < N) & c1 & c2
-    return state._replace(table=table, table_ready=ready, run_sum=run_sum), stop
+    return state._replace(table=table, table_ready=ready, run_sum=running_mean), stop
 
 
 def report(cfg: BoBosConfig, state: BoBosState, job: Job, epoch, value, params):
@@ -490,8 +464,9 @@ def report_eager(static, state: BoBosState, job: Job, epoch, value, params):
 def tell(cfg: BoBosConfig, state: BoBosState, job: Job, result: Result, params):
     """``tell(state, job, result, params=None) -> (state, BoBosInfo)``: adds the final
     observation ``[x, n_t / N]`` and the intermediate ones before ``n_t`` to the GP buffer,
-    marks the candidate evaluated and updates the incumbent with completed (not stopped)
-    evaluations; terminates after ``max_evals`` evaluations or when every candidate is done."""
+    marks the candidate evaluated and updates the incumbent with ``y_t`` (every evaluation,
+    or completed ones only with ``incumbent="completed"``); terminates after ``max_evals``
+    evaluations or when every candidate is done."""
     fdtype, N = cfg.fdtype, cfg.N
     M = cfg.cand.shape[0]
     K = len(cfg.inter)
@@ -515,7 +490,9 @@ def tell(cfg: BoBosConfig, state: BoBosState, job: Job, result: Result, params):
     X = X.at[base + K].set(jnp.concatenate([x, n_t[None]]), mode="drop")
     y = y.at[base + K].set(jnp.where(ok, value, 0), mode="drop")
     mask = mask.at[base + K].set(ok, mode="drop")
-    inc = update_incumbent(Incumbent(state.incumbent_value, state.best_config), value, c, ok=~stopped)
+    # y*_t = best y_t' over t' <= t (Section 3.2; Appendix D), early-stopped y_t = y_{t,n_t} included
+    counts = ~stopped if cfg.incumbent == "completed" else jnp.asarray(True)
+    inc = update_incumbent(Incumbent(state.incumbent_value, state.best_config), value, c, ok=counts)
     # the losses BOS saw (clipped into (0, 1)): the reported curve, or the final value alone
     if cfg.early_stopping:
         bad = (jnp.arange(1, N + 1) <= epoch) & _out_of_range(state.curve, params)
@@ -541,5 +518,6 @@ def tell(cfg: BoBosConfig, state: BoBosState, job: Job, result: Result, params):
         k1=state.k1,
         num_out_of_range=num_out,
         ok=num_out == 0,
+        ucb_width=state.ucb_width,
     )
     return state, info
