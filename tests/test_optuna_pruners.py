@@ -266,7 +266,7 @@ def test_bos_decisions_equal_bos_kernels(scale, incumbent):
         # same program, same inputs: the same table
         np.testing.assert_array_equal(np.asarray(tables[tr.number].actions), np.asarray(table.actions))
         stops = [n for n in range(N0 + 1, L)
-                 if int(bos.decide(table, n, np.mean(errors[N0:n]))) == bos.ACTION_STOP]
+                 if int(bos.decide(table, n, np.cumsum(errors[:n])[-1] / n)) == bos.ACTION_STOP]  # Sec. 3.2, summed in order
         if stops:
             assert (tr.state, tr.last_step) == (TrialState.PRUNED, stops[0] - 1)  # epoch n is step n - 1
             pruned += 1

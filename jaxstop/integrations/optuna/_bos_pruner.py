@@ -87,7 +87,10 @@ class BOSPruner(optuna.pruners.BasePruner):
       (:func:`jaxstop.bos.xi`, 0 unless ``xi_noise_var > 0``).
     * Steps with ``N0 < n < N``: pruned when ``bos.decide(table, n, running_mean)`` is
       ``ACTION_STOP`` (decision d1: "the final error will not beat the incumbent"), with
-      ``running_mean`` the mean error of epochs ``N0+1..n`` (condition C1 of Algorithm 1).
+      ``running_mean`` the summary statistic the table was solved for
+      (:func:`jaxstop.bos.summary_statistic`: the mean error of epochs ``1..n`` in
+      ``mode="corrected"``, Section 3.2; of epochs ``N0+1..n`` in ``mode="compat"``, the
+      released code) -- condition C1 of Algorithm 1.
       d2 and continue keep training (Section 3.2). At ``n >= N`` nothing is pruned.
 
     BO-BOS also asks (condition C2) that the GP surrogate of the sampler be uncertain
@@ -276,5 +279,7 @@ class BOSPruner(optuna.pruners.BasePruner):
         table = self._tables.get(trial.number)
         if not record.active or table is None or not n0 < n < self._N:
             return False
-        running_mean = np.mean(errors[n0:], dtype=errors.dtype)
-        return int(bos.decide(table, n, running_mean)) == bos.ACTION_STOP
+        padded = np.full(self._N, np.nan, errors.dtype)  # one shape for every step: one compiled program
+        padded[:n] = errors
+        statistic = bos.summary_statistic(padded, n, n0, statistic=bos.resolve_statistic(None, self._mode))
+        return int(bos.decide(table, n, statistic)) == bos.ACTION_STOP
