@@ -7,6 +7,12 @@ capacity of ``n`` rows and a boolean ``mask`` marking the real ones: padded
 rows have exactly no effect, and a study that grows from 1 to ``n``
 observations never recompiles. ``jax.vmap`` gives many studies at once.
 
+Input warping (opt-in: ``fit(..., warping=True)`` or ``params(..., warp_a=, warp_b=)``):
+the kernel acts on the Kumaraswamy CDF ``w(x) = 1 - (1 - x^a)^b`` of each input
+(Snoek et al., 2014; :func:`warp`), ``a``, ``b`` fitted with the rest. The warping travels
+in the last two fields of :class:`GPParams` (``None`` without one), so every function
+follows the parameters it is given.
+
 ``fit`` and ``posterior`` use ``y`` exactly as given; call :func:`standardize`
 first when the data are not already on a unit scale (the default priors of
 :func:`fit` assume standardised ``y``).
@@ -51,6 +57,7 @@ Example:
 
 from __future__ import annotations
 
+from functools import partial
 from typing import NamedTuple
 
 import jax
@@ -76,6 +83,7 @@ __all__ = [
     "GPFit",
     "params",
     "kernel",
+    "warp",
     "standardize",
     "posterior",
     "predict",
@@ -103,6 +111,8 @@ def params(
     noise: ArrayLike,
     mean: ArrayLike = 0.0,
     *,
+    warp_a: ArrayLike | None = None,
+    warp_b: ArrayLike | None = None,
     dtype=None,
 ) -> GPParams:
     """Builds :class:`GPParams` from natural-unit values.
@@ -112,6 +122,11 @@ def params(
         lengthscales: One lengthscale per input dimension, each > 0, shape (d,).
         noise: Observation-noise variance, > 0.
         mean: Constant prior mean.
+        warp_a, warp_b: Kumaraswamy input-warping parameters ``a`` and ``b``, each > 0,
+            shape (d,) or a scalar for every dimension; both or neither (default: no
+            warping). The kernel then acts on ``1 - (1 - x^a)^b`` per dimension
+            (:func:`warp`); ``a = b = 1`` is the identity up to the squeeze of ``x``
+            into ``[eps, 1 - eps]``.
         dtype: Floating dtype of the result (float32 or float64); by default the
             promoted input dtype.
 
@@ -119,14 +134,18 @@ def params(
         The parameters in log space.
 
     Raises:
-        ValueError: A value that is not finite or not positive (naming it).
+        ValueError: A value that is not finite or not positive, one of ``warp_a`` /
+            ``warp_b`` without the other, a shape that does not match ``lengthscales``
+            (naming it).
         TypeError: float16 / bfloat16 input or ``dtype`` (naming it).
 
     Example:
         >>> from jaxstop import gp
         >>> p = gp.params(2.0, [0.5, 0.25], 1e-3)
-        >>> p.lengthscales.shape
-        (2,)
+        >>> p.lengthscales.shape, p.warped
+        ((2,), False)
+        >>> gp.params(2.0, [0.5, 0.25], 1e-3, warp_a=[0.5, 1.0], warp_b=2.0).warp_b.tolist()
+        [2.0, 2.0]
     """
     if dtype is not None and jnp.dtype(dtype).name not in _checks.SUPPORTED_FLOATS:
         raise TypeError(f"dtype must be float32 or float64, got {jnp.dtype(dtype).name}")
@@ -141,22 +160,63 @@ def params(
     _checks.positive_scalar(amplitude, "amplitude")
     _checks.positive_scalar(lengthscales, "lengthscales")
     _checks.positive_scalar(noise, "noise")
-    dt = dtype or _checks.common_float_dtype(amplitude, lengthscales, noise, mean)
+    if (warp_a is None) != (warp_b is None):
+        raise ValueError("warp_a and warp_b must be given together (a warping) or not at all")
+    warps = []
+    for name, v in (("warp_a", warp_a), ("warp_b", warp_b)) if warp_a is not None else ():
+        v = _checks.float_array(v, name, dtype)
+        v = jnp.broadcast_to(v, lengthscales.shape) if jnp.ndim(v) == 0 else v
+        if v.shape != lengthscales.shape:
+            raise ValueError(f"{name} must be a scalar or have the shape of lengthscales, {lengthscales.shape}, "
+                             f"got {v.shape}")
+        _checks.positive_scalar(v, name)
+        warps.append(v)
+    dt = dtype or _checks.common_float_dtype(amplitude, lengthscales, noise, mean, *warps)
+    log_warps = [jnp.log(v).astype(dt) for v in warps] or [None, None]
     return GPParams(
         jnp.log(amplitude).astype(dt),
         jnp.log(lengthscales).astype(dt),
         jnp.log(noise).astype(dt),
         mean.astype(dt),
+        *log_warps,
     )
 
 
 def kernel(p: GPParams) -> kernels.Kernel:
-    """The tinygp kernel ``amplitude * Matern52`` with ARD lengthscales.
+    """The tinygp kernel ``amplitude * Matern52`` with ARD lengthscales, on the warped
+    inputs (:func:`warp`) when ``p`` carries a warping.
 
     Raises ``TypeError`` when ``p`` is not a :class:`GPParams` of float32 / float64."""
     p = _core.check_params(p, None, None, "p")
     base = kernels.Matern52(distance=L2Distance())
-    return jnp.exp(p.log_amplitude) * transforms.Linear(jnp.exp(-p.log_lengthscales), base)
+    k = jnp.exp(p.log_amplitude) * transforms.Linear(jnp.exp(-p.log_lengthscales), base)
+    if p.warped:
+        k = transforms.Transform(partial(_core.warp_inputs, p), k)
+    return k
+
+
+def warp(p: GPParams, X: ArrayLike) -> jax.Array:
+    """``X`` (shape (n, d), in the unit cube) in the kernel's coordinates: per column
+    ``w(x) = 1 - (1 - x'^a)^b``, increasing, with ``x' = eps + (1 - 2 eps) x`` (``eps``:
+    ``2^-30`` in float64, ``2^-20`` in float32; :mod:`jaxstop._src.warping` gives the
+    conventions, those of AutoGluon's warped GP: box ``[0.25, 4]``, LogNormal(0, 0.75)
+    prior), or ``X`` itself when ``p`` carries no warping. Raises like :func:`posterior`.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> from jaxstop import gp
+        >>> p = gp.params(1.0, [0.5], 1e-3, warp_a=2.0, warp_b=1.0)   # w(x) = x'^2
+        >>> gp.warp(p, jnp.array([[0.0], [0.5], [1.0]])).round(4).ravel().tolist()
+        [0.0, 0.25, 1.0]
+    """
+    X = _checks.float_array(X, "X")
+    _checks.check_rank(X, 2, "X", "with shape (n, d)")
+    p = _core.check_params(p, X.shape[1], X.dtype, "p")
+    _checks.check_unit_cube(X, "X")
+    return _warp_jit(p, X)
+
+
+_warp_jit = jax.jit(_core.warp_inputs)
 
 
 def standardize(y: ArrayLike, mask: ArrayLike | None = None) -> Standardized:
@@ -215,6 +275,9 @@ def _check_data(X, y, mask):
 
 def posterior(p: GPParams, X: ArrayLike, y: ArrayLike, mask: ArrayLike | None = None) -> Posterior:
     """Conditions the GP on the real rows of ``(X, y)``.
+
+    With a warping in ``p`` the kernel acts on ``w(X)`` (:func:`warp`), which
+    ``Posterior.X`` then holds; :func:`predict` warps its queries alike.
 
     Args:
         p: Hyperparameters (see :func:`params`).
@@ -294,7 +357,9 @@ _predict_jit = jax.jit(_core.predict_checked)
 def log_marginal_likelihood(p: GPParams, X: ArrayLike, y: ArrayLike, mask: ArrayLike | None = None) -> jax.Array:
     """Log marginal likelihood ``log N(y | mean, K + noise I)`` of the real rows.
 
-    Rasmussen & Williams (2006), Eq. 2.30. Padded rows are inert whatever they hold.
+    Rasmussen & Williams (2006), Eq. 2.30, with the kernel on the warped inputs
+    ``w(X)`` (:func:`warp`) when ``p`` carries a warping. Padded rows are inert whatever
+    they hold.
     Concrete inputs are checked like :func:`posterior`'s (``ValueError`` / ``TypeError``
     naming the argument); inside ``jit`` a non-finite value on a real row gives NaN.
 
@@ -311,7 +376,7 @@ def log_marginal_likelihood(p: GPParams, X: ArrayLike, y: ArrayLike, mask: Array
     return _lml_jit(p, X, y, mask)
 
 
-_lml_jit = jax.jit(_gp_fit.lml)
+_lml_jit = jax.jit(_gp_fit.log_likelihood)
 
 
 def log_prior(p: GPParams) -> jax.Array:
@@ -320,7 +385,9 @@ def log_prior(p: GPParams) -> jax.Array:
     With ``lam = 1 / lengthscale**2`` per dimension:
     ``-sum(0.1 / lam + 0.1 * lam) + Gamma(amplitude | 2, 1) + Gamma(noise | 1.1, 30)``
     (unnormalised), the priors Optuna's GP sampler uses. They keep 1-5 points
-    and constant ``y`` finite; the mean is unpenalised (flat prior). Raises ``TypeError``
+    and constant ``y`` finite; the mean is unpenalised (flat prior). With a warping, plus
+    a LogNormal(0, 0.75) on every ``a`` and ``b``: ``-sum(t + t^2 / 1.125)`` over their
+    logs ``t`` (AutoGluon's prior; :mod:`jaxstop._src.warping`). Raises ``TypeError``
     when ``p`` is not a :class:`GPParams` of float32 / float64 (naming the field); a
     non-finite parameter gives a non-finite value.
 
@@ -346,6 +413,7 @@ def fit(
     min_noise: float = 1e-6,
     tol: float = 1e-4,
     optimizer: optax.GradientTransformation | None = None,
+    warping: bool = False,
 ) -> GPFit:
     """Maximises the log marginal likelihood plus the weak log-prior (ML-II / MAP).
 
@@ -386,6 +454,15 @@ def fit(
         optimizer: An optax gradient transformation (e.g. ``optax.adam(1e-2)``) run
             for ``steps`` plain steps on all hyperparameters instead of the default.
             It is a static argument: pass the same object to avoid recompiling.
+        warping: Whether a Kumaraswamy input warping (:func:`warp`; ``a``, ``b`` per
+            dimension) is fitted with the other hyperparameters (type-II maximum
+            likelihood, plus its LogNormal(0, 0.75) prior with ``prior``; ``a``, ``b``
+            kept in ``[0.25, 4]``). It starts from ``init``'s warping or, where ``init``
+            has none, the identity ``a = b = 1``; random starts draw ``a``, ``b``
+            log-uniformly in ``[0.5, 2]``. The result's ``params`` then carry the
+            warping, and :func:`posterior` / :func:`predict` use it. A static argument
+            (one compilation for each value). Default False: no warping, the fit of
+            earlier releases.
 
     Returns:
         A :class:`GPFit` ``(params, info)`` (a NamedTuple: it unpacks like the plain tuple
@@ -402,6 +479,7 @@ def fit(
         ValueError: Concrete ``X`` outside [0, 1] or not finite, non-finite ``y`` on a
             real row, wrong shapes, invalid settings.
         TypeError: float16 / bfloat16 ``X``, ``y`` or ``init`` (naming it).
+        ValueError: ``init`` carries a warping but ``warping`` is False.
 
     Batched and single fits:
         ``jax.vmap(gp.fit)`` and ``gp.fit`` on one study (likewise padded and compact
@@ -433,6 +511,9 @@ def fit(
         >>> p, info = gp.fit(X, z)
         >>> bool(info.ok)
         True
+        >>> pw, info_w = gp.fit(X, z, warping=True)   # with input warping
+        >>> pw.warp_a.shape, bool(info_w.ok)
+        ((2,), True)
     """
     X, y, mask = _check_data(X, y, mask)
     steps = _checks.positive_int(steps, "steps")
@@ -443,14 +524,19 @@ def fit(
         raise ValueError("key is required when num_restarts > 1")
     if key is None:
         key = jax.random.key(0)
+    warping = bool(warping)
     if init is None:
-        init = _core.default_init(X.shape[1], X.dtype)
+        init = _core.default_init(X.shape[1], X.dtype, warping)
     else:
         init = _core.check_params(init, X.shape[1], X.dtype, "init")
+        if init.warped and not warping:
+            raise ValueError("init carries an input warping (log_warp_a, log_warp_b) but warping is False; pass "
+                             "warping=True, or init._replace(log_warp_a=None, log_warp_b=None) to fit without one")
+        init = _core.with_warping(init, warping)
     p, info = _fit_jit(key, X, y, mask, init, min_noise, tol, steps=steps, num_restarts=num_restarts,
-                       fit_mean=bool(fit_mean), use_prior=bool(prior), optimizer=optimizer)
+                       fit_mean=bool(fit_mean), use_prior=bool(prior), optimizer=optimizer, warping=warping)
     return GPFit(p, info)
 
 
 _fit_jit = jax.jit(_gp_fit.fit_restarts,
-                   static_argnames=("steps", "num_restarts", "fit_mean", "use_prior", "optimizer"))
+                   static_argnames=("steps", "num_restarts", "fit_mean", "use_prior", "optimizer", "warping"))

@@ -4,8 +4,14 @@
 ``eps ~ N(0, noise)``, written for one study with a fixed capacity of ``n`` rows and a
 boolean ``mask`` marking the real ones (padded rows have exactly no effect; ``vmap``
 gives many studies). This is the one place of the Matern-5/2 kernel (:func:`matern52`,
-:func:`correlation_parts`); the kernel-agnostic pieces (masked Gram conditioning, the
-jittered factor, predictive moments from a factor) are those of
+:func:`correlation_parts`). Parameters that carry a Kumaraswamy input warping
+(:class:`GPParams` ``log_warp_a`` / ``log_warp_b``, :mod:`jaxstop._src.warping`) make the
+kernel act on ``w(x)``: the functions that take inputs (:func:`posterior`,
+:func:`posterior_from_scaled_factor`, :func:`predict` and what calls it) warp them
+(:func:`warp_inputs`), the kernel functions (:func:`matern52`, :func:`correlation_parts`,
+:func:`gram`, :func:`predict_warped`) take points in the kernel's coordinates. The
+kernel-agnostic pieces (masked Gram conditioning, the jittered factor, predictive
+moments from a factor) are those of
 :mod:`jaxstop._src.gp_likelihood`, which the learning-curve GP of :mod:`jaxstop.bos`
 shares. Padded rows are made inert (:func:`jaxstop._src.gp_likelihood.inert`) before any
 arithmetic, so whatever they hold (NaN, inf, 1e30) has no effect; data problems on real
@@ -23,7 +29,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxstop._src import checks, gp_likelihood, linalg, status
+from jaxstop._src import checks, gp_likelihood, linalg, status, warping
 from jaxstop._src.status import Reason
 
 __all__ = [
@@ -32,6 +38,9 @@ __all__ = [
     "Prediction",
     "Standardized",
     "SQRT5",
+    "warp_inputs",
+    "unwarped",
+    "with_warping",
     "sq_dist",
     "matern52",
     "correlation_parts",
@@ -40,6 +49,7 @@ __all__ = [
     "posterior",
     "posterior_from_scaled_factor",
     "predict",
+    "predict_warped",
     "predict_checked",
     "predict_train",
     "predict_chunked",
@@ -58,12 +68,38 @@ class GPParams(NamedTuple):
         log_lengthscales: Log of the ARD lengthscales, shape (d,).
         log_noise: Log of the observation-noise variance, shape ().
         mean: Constant prior mean, shape ().
+        log_warp_a: Logs of the Kumaraswamy input-warping parameters ``a``, shape (d,),
+            or ``None`` (default): no warping (:mod:`jaxstop._src.warping`). The kernel
+            is then evaluated on ``w(x) = 1 - (1 - x^a)^b`` per dimension.
+        log_warp_b: Logs of the warping parameters ``b``, shape (d,), or ``None``; set
+            together with ``log_warp_a``.
+
+    Without warping the two last fields are ``None``, which is no leaf: the pytree has
+    the same four leaves (and the same ``ravel_pytree`` vector) as a four-field
+    ``GPParams(log_amplitude, log_lengthscales, log_noise, mean)``.
     """
 
     log_amplitude: jax.Array
     log_lengthscales: jax.Array
     log_noise: jax.Array
     mean: jax.Array
+    log_warp_a: jax.Array | None = None
+    log_warp_b: jax.Array | None = None
+
+    @property
+    def warped(self) -> bool:
+        """Whether the parameters carry an input warping (a static, Python bool)."""
+        return self.log_warp_a is not None
+
+    @property
+    def warp_a(self) -> jax.Array | None:
+        """Warping parameters ``a``, shape (d,), or ``None``."""
+        return None if self.log_warp_a is None else jnp.exp(self.log_warp_a)
+
+    @property
+    def warp_b(self) -> jax.Array | None:
+        """Warping parameters ``b``, shape (d,), or ``None``."""
+        return None if self.log_warp_b is None else jnp.exp(self.log_warp_b)
 
     @property
     def amplitude(self) -> jax.Array:
@@ -86,7 +122,9 @@ class Posterior(NamedTuple):
 
     Attributes:
         params: The hyperparameters used.
-        X: Training inputs, shape (n, d); padded rows hold 0 (made inert).
+        X: Training inputs in the kernel's coordinates, shape (n, d): the inputs
+            themselves, or their warping ``w(X)`` when ``params`` carry one
+            (:func:`warp_inputs`); padded rows hold 0 (made inert), or ``w(0)``.
         mask: Which rows are real, shape (n,).
         chol: Lower Cholesky factor of the masked Gram matrix, shape (n, n); padded
             rows and columns are those of the identity.
@@ -163,6 +201,31 @@ class Standardized(NamedTuple):
 SQRT5 = float(np.sqrt(5.0))
 
 
+def warp_inputs(p: GPParams, X):
+    """``X`` in the kernel's coordinates: the Kumaraswamy warping ``w(X)`` of
+    :func:`jaxstop._src.warping.warp` when ``p`` carries one, else ``X`` itself (the same
+    array: nothing is computed). ``X`` has shape (..., d)."""
+    if not p.warped:
+        return X
+    return warping.warp(X, p.log_warp_a, p.log_warp_b)
+
+
+def unwarped(p: GPParams) -> GPParams:
+    """``p`` without its warping fields: the kernel's own parameters (four leaves)."""
+    return p._replace(log_warp_a=None, log_warp_b=None)
+
+
+def with_warping(p: GPParams, warp: bool) -> GPParams:
+    """``p`` with a warping (the identity ``a = b = 1`` where ``p`` has none) when ``warp``,
+    else :func:`unwarped`. ``warp`` is a Python bool (static)."""
+    if not warp:
+        return unwarped(p)
+    if p.warped:
+        return p
+    zero = jnp.zeros_like(p.log_lengthscales)
+    return p._replace(log_warp_a=zero, log_warp_b=zero)
+
+
 def sq_dist(A, B):
     """Squared Euclidean distances, shape (len(A), len(B)), by the dot-product form.
 
@@ -224,10 +287,12 @@ def _with_status(post: Posterior, bad_input, accurate) -> Posterior:
 def posterior(p: GPParams, X, y, mask) -> Posterior:
     """Conditions the GP on the real rows of ``(X, y)`` (see :func:`jaxstop.gp.posterior`).
 
-    Padded rows are made inert first (``Posterior.X`` holds 0 there); the factor is
-    jittered until finite and accurate (:func:`jaxstop._src.gp_likelihood.factor`)."""
+    Padded rows are made inert first (``Posterior.X`` holds 0 there, or its warping);
+    the inputs are warped when ``p`` carries a warping (:func:`warp_inputs`); the factor
+    is jittered until finite and accurate (:func:`jaxstop._src.gp_likelihood.factor`)."""
     bad = _bad_input(p, X, y, mask)
     X, y = gp_likelihood.inert(mask, X, y)
+    X = warp_inputs(p, X)
     _, K = gram(p, X, mask)
     L, extra, accurate = gp_likelihood.factor(K, mask, base_jitter(p, X.dtype))
     Linv = linalg.tri_inv(L)
@@ -243,11 +308,13 @@ def posterior_from_scaled_factor(p: GPParams, X, y, mask, factor) -> Posterior:
     hyperparameters: ``K = a (C + g I)`` plus the base jitter ``10 eps a``, so
     ``chol(K) = sqrt(a) L`` on the real rows; no factorisation. When that factor is not
     finite or not accurate (``accurate`` False) the posterior is :func:`posterior`'s, with
-    its jitter (one factorisation, only then)."""
+    its jitter (one factorisation, only then). ``X`` are the inputs (warped here, like
+    :func:`posterior` does, when ``p`` carries a warping)."""
     L_s, Linv_s, *rest = factor
     accurate = rest[0] if rest else jnp.asarray(True)
     bad = _bad_input(p, X, y, mask)
-    X, y = gp_likelihood.inert(mask, X, y)
+    X_in, y = gp_likelihood.inert(mask, X, y)
+    X = warp_inputs(p, X_in)
     root = jnp.exp(0.5 * p.log_amplitude)
     real = mask[:, None]
     L = jnp.where(real, root * L_s, L_s)
@@ -255,13 +322,23 @@ def posterior_from_scaled_factor(p: GPParams, X, y, mask, factor) -> Posterior:
     alpha = gp_likelihood.solve_from_inverse(Linv, jnp.where(mask, y - p.mean, 0), mask)
     post = _with_status(Posterior(p, X, mask, L, Linv, alpha, base_jitter(p, X.dtype), jnp.asarray(True),
                                   jnp.asarray(0, jnp.int32)), bad, accurate)
-    return jax.lax.cond(post.ok | bad, lambda: post, lambda: posterior(p, X, y, mask))
+    return jax.lax.cond(post.ok | bad, lambda: post, lambda: posterior(p, X_in, y, mask))
 
 
 def predict(post: Posterior, Xq):
-    """Latent mean and variance (clipped at 0) at the rows of ``Xq`` (see :func:`jaxstop.gp.predict`)."""
+    """Latent mean and variance (clipped at 0) at the rows of ``Xq`` (see :func:`jaxstop.gp.predict`).
+
+    ``Xq`` are inputs: warped like the training inputs when the posterior's parameters
+    carry a warping (:func:`warp_inputs`), then :func:`predict_warped`."""
+    return predict_warped(post, warp_inputs(post.params, Xq))
+
+
+def predict_warped(post: Posterior, Uq):
+    """:func:`predict` at points ``Uq`` already in the kernel's coordinates (those of
+    ``post.X``: ``Uq = warp_inputs(post.params, Xq)``); the same as :func:`predict` without
+    a warping."""
     p = post.params
-    Kq = jnp.where(post.mask[None, :], matern52(p, Xq, post.X), 0)
+    Kq = jnp.where(post.mask[None, :], matern52(p, Uq, post.X), 0)
     # mean from alpha = K^-1 (y - mean); variance amplitude - |L^-1 k*|^2 per query row
     return gp_likelihood.posterior_from_factor(post.chol_inv, Kq.T, jnp.exp(p.log_amplitude), p.mean,
                                                alpha=post.alpha, full_cov=False)
@@ -356,14 +433,16 @@ def standardize(y, mask) -> Standardized:
     return Standardized(z, mean, std)
 
 
-def default_init(d: int, dtype) -> GPParams:
-    """The fit's default start: amplitude 1, lengthscales 0.5, noise 1e-2, mean 0."""
-    return GPParams(
+def default_init(d: int, dtype, warping: bool = False) -> GPParams:
+    """The fit's default start: amplitude 1, lengthscales 0.5, noise 1e-2, mean 0; with
+    ``warping`` (static) the identity warping ``a = b = 1``."""
+    p = GPParams(
         jnp.zeros((), dtype),
         jnp.full((d,), jnp.log(0.5), dtype),
         jnp.asarray(jnp.log(1e-2), dtype),
         jnp.zeros((), dtype),
     )
+    return with_warping(p, warping)
 
 
 def check_params(p: GPParams, d: int | None, dtype, name: str = "params"):
@@ -372,10 +451,18 @@ def check_params(p: GPParams, d: int | None, dtype, name: str = "params"):
     Raises ``TypeError`` / ``ValueError`` naming the argument and field."""
     if not isinstance(p, GPParams):
         raise TypeError(f"{name} must be a GPParams (see jaxstop.gp.params), got {type(p).__name__}")
-    p = GPParams(*(checks.float_array(a, f"{name}.{field}") for field, a in zip(GPParams._fields, p)))
+    if (p.log_warp_a is None) != (p.log_warp_b is None):
+        raise ValueError(f"{name}.log_warp_a and {name}.log_warp_b must both be arrays (a warping) or both "
+                         f"None (none), got one of each")
+    p = GPParams(*(None if a is None else checks.float_array(a, f"{name}.{field}")
+                   for field, a in zip(GPParams._fields, p)))
     if jnp.ndim(p.log_lengthscales) != 1 or (d is not None and jnp.shape(p.log_lengthscales) != (d,)):
         want = "(d,)" if d is None else f"({d},) to match X with {d} columns"
         raise ValueError(f"{name}.log_lengthscales must have shape {want}, got {jnp.shape(p.log_lengthscales)}")
+    for field in ("log_warp_a", "log_warp_b"):
+        if p.warped and jnp.shape(getattr(p, field)) != jnp.shape(p.log_lengthscales):
+            raise ValueError(f"{name}.{field} must have the shape of {name}.log_lengthscales, "
+                             f"{jnp.shape(p.log_lengthscales)}, got {jnp.shape(getattr(p, field))}")
     for field in ("log_amplitude", "log_noise", "mean"):
         if jnp.ndim(getattr(p, field)) != 0:
             raise ValueError(f"{name}.{field} must be a scalar, got shape {jnp.shape(getattr(p, field))}")

@@ -9,7 +9,9 @@ best wins; optionally an optax optimiser). The kernel-agnostic pieces (masked so
 likelihood, the trace-and-quadratic gradient ``0.5 tr(W dK)``) come from
 :mod:`jaxstop._src.gp_likelihood` and the multistart loop from :mod:`jaxstop._src.optim`,
 shared with the learning-curve GP of :mod:`jaxstop.bos`; what is here is the Matérn-5/2
-part (its Gram derivatives) and the fits. Nothing here validates its arguments:
+part (its Gram derivatives) and the fits. With an input warping (:mod:`jaxstop._src.warping`)
+the likelihoods take the warped inputs; the warping's gradient flows through their inputs'
+cotangent. Nothing here validates its arguments:
 :mod:`jaxstop.gp` is the public layer.
 """
 
@@ -23,7 +25,7 @@ import jax.flatten_util
 import jax.numpy as jnp
 import optax
 
-from jaxstop._src import gp_core, gp_likelihood, optim, status
+from jaxstop._src import gp_core, gp_likelihood, optim, status, warping
 from jaxstop._src.gp_core import GPParams
 from jaxstop._src.status import Reason
 
@@ -33,11 +35,14 @@ __all__ = [
     "bad_input",
     "lml_parts",
     "lml",
+    "log_likelihood",
     "scale_parts",
     "lml_profiled_scale",
     "log_prior",
     "log_prior_lengthscales",
     "log_prior_scale",
+    "log_prior_warping",
+    "raw_size",
     "to_raw",
     "from_raw",
     "clip_raw",
@@ -153,6 +158,15 @@ def lml_bwd(res, g):
 lml.defvjp(lml_fwd, lml_bwd)
 
 
+def log_likelihood(p: GPParams, X, y, mask):
+    """:func:`lml` of the inputs ``X`` (see :func:`jaxstop.gp.log_marginal_likelihood`):
+    padded rows made inert, then warped when ``p`` carries a warping
+    (:func:`gp_core.warp_inputs`; the warping parameters' gradient flows through the
+    inputs' cotangent of :func:`lml`)."""
+    X = gp_core.warp_inputs(p, gp_likelihood.inert(mask, X))
+    return lml(gp_core.unwarped(p), X, y, mask)
+
+
 def scale_parts(p: GPParams, X, y, mask, fit_mean: bool, use_prior: bool):
     """Log marginal likelihood (plus the amplitude and noise priors) profiled over the amplitude.
 
@@ -239,9 +253,18 @@ def log_prior(p: GPParams) -> jax.Array:
     With ``lam = 1 / lengthscale**2`` per dimension:
     ``-sum(0.1 / lam + 0.1 * lam) + Gamma(amplitude | 2, 1) + Gamma(noise | 1.1, 30)``
     (unnormalised), the priors Optuna's GP sampler uses. They keep 1-5 points
-    and constant ``y`` finite; the mean is unpenalised (flat prior).
+    and constant ``y`` finite; the mean is unpenalised (flat prior). With a warping, plus
+    :func:`log_prior_warping`.
     """
-    return log_prior_lengthscales(p) + log_prior_scale(p.log_amplitude, p.log_noise)
+    return log_prior_lengthscales(p) + log_prior_scale(p.log_amplitude, p.log_noise) + log_prior_warping(p)
+
+
+def log_prior_warping(p: GPParams) -> jax.Array:
+    """LogNormal(0, 0.75) on every warping parameter (:func:`jaxstop._src.warping.log_prior`);
+    0 without a warping."""
+    if not p.warped:
+        return jnp.zeros((), p.log_amplitude.dtype)
+    return warping.log_prior(p.log_warp_a, p.log_warp_b)
 
 
 def log_prior_lengthscales(p: GPParams) -> jax.Array:
@@ -256,6 +279,13 @@ def log_prior_scale(log_amplitude, log_noise) -> jax.Array:
     return amp_term + noise_term
 
 
+def raw_size(d: int, warping: bool = False) -> int:
+    """Length of the fit's raw parameter vector (``ravel_pytree`` order: log amplitude,
+    ``d`` log lengthscales, log noise, mean, then ``d`` log a and ``d`` log b with
+    ``warping``): the side of :func:`fit_profiled`'s ``inv_hessian``."""
+    return d + 3 + (2 * d if warping else 0)
+
+
 def to_raw(p: GPParams, min_noise):
     # noise = min_noise + exp(raw_noise): a smooth floor keeps the Cholesky stable.
     excess = jnp.maximum(jnp.exp(p.log_noise) - min_noise, min_noise * 1e-3)
@@ -267,11 +297,14 @@ def from_raw(raw: GPParams, min_noise):
 
 
 def clip_raw(raw: GPParams) -> GPParams:
-    return raw._replace(
+    raw = raw._replace(
         log_amplitude=jnp.clip(raw.log_amplitude, -LOG_BOX, LOG_BOX),
         log_lengthscales=jnp.clip(raw.log_lengthscales, -LOG_BOX, LOG_BOX),
         log_noise=jnp.clip(raw.log_noise, -3 * LOG_BOX, LOG_BOX),
     )
+    if raw.warped:  # a, b in [0.25, 4] (jaxstop._src.warping.LOG_BOX)
+        raw = raw._replace(log_warp_a=warping.clip(raw.log_warp_a), log_warp_b=warping.clip(raw.log_warp_b))
+    return raw
 
 
 def objective_profiled_scale(raw, X, y, mask, min_noise, use_prior, fit_mean, mean0):
@@ -282,16 +315,19 @@ def objective_profiled_scale(raw, X, y, mask, min_noise, use_prior, fit_mean, me
     is profiled (``fit_mean``) or ``mean0``. ``params`` are the hyperparameters in gp's
     usual form (amplitude ``a*``, noise ``a* g``); ``factor`` conditions the GP on them
     without another factorisation (:func:`gp_core.posterior_from_scaled_factor`). The minimiser is
-    that of :func:`objective` when the floor is not active.
+    that of :func:`objective` when the floor is not active. With a warping in ``raw``
+    the inputs ``X`` (inert) are warped first and its parameters' gradient flows through
+    the inputs' cotangent of :func:`lml_profiled_scale`.
     """
     raw = clip_raw(raw)
     p = from_raw(raw, min_noise)._replace(mean=jnp.asarray(mean0, X.dtype))
-    value, log_a, mean, factor = lml_profiled_scale(p, X, y, mask, fit_mean, use_prior)
+    U = gp_core.warp_inputs(p, X)
+    value, log_a, mean, factor = lml_profiled_scale(gp_core.unwarped(p), U, y, mask, fit_mean, use_prior)
     if use_prior:
-        value = value + log_prior_lengthscales(p)
+        value = value + log_prior_lengthscales(p) + log_prior_warping(p)
     val = -value
     big = jnp.asarray(1e10, val.dtype)
-    out = GPParams(log_a, p.log_lengthscales, log_a + p.log_noise, mean)
+    out = p._replace(log_amplitude=log_a, log_noise=log_a + p.log_noise, mean=mean)
     return jnp.where(jnp.isfinite(val), val, big), jax.lax.stop_gradient((out, factor))
 
 
@@ -300,7 +336,7 @@ def objective(raw, X, y, mask, min_noise, use_prior, fit_mean, mean0):
     p = from_raw(raw, min_noise)
     if not fit_mean:
         p = p._replace(mean=mean0)
-    val = -lml(p, X, y, mask)
+    val = -log_likelihood(p, X, y, mask)
     if use_prior:
         val = val - log_prior(p)
     big = jnp.asarray(1e10, val.dtype)
@@ -308,7 +344,8 @@ def objective(raw, X, y, mask, min_noise, use_prior, fit_mean, mean0):
 
 
 def fit_profiled(X, z, mask, init: GPParams, min_noise, *, steps: int, fit_mean: bool,
-                 use_prior: bool = True, tol: float = 0.0, max_step: float = 1.0, inv_hessian=None):
+                 use_prior: bool = True, tol: float = 0.0, max_step: float = 1.0, inv_hessian=None,
+                 warping: bool = False):
     """ML-II fit with a bounded cost: at most ``steps`` objective evaluations (the first at ``init``).
 
     Dense BFGS on the inverse Hessian of the objective (negative log
@@ -331,9 +368,14 @@ def fit_profiled(X, z, mask, init: GPParams, min_noise, *, steps: int, fit_mean:
     steps see fewer dimensions and no amplitude-lengthscale coupling, and reach a given
     objective gap in fewer steps, far more reliably from a cold start.
 
+    ``warping`` (static) fits an input warping with the rest (:mod:`jaxstop._src.warping`:
+    ``log a``, ``log b`` per dimension in ``[-log 4, log 4]``, their prior with
+    ``use_prior``), from ``init``'s or the identity (:func:`gp_core.with_warping`).
+
     ``inv_hessian`` warm-starts the steps' curvature: the inverse-Hessian approximation a
     previous fit returned (in the coordinates of ``ravel_pytree`` of gp's raw parameters,
-    shape ``(d + 3, d + 3)``). Its first step is then a quasi-Newton step on that curvature
+    shape ``(d + 3, d + 3)``, or ``(3 d + 3, 3 d + 3)`` with ``warping``: ``log a`` and
+    ``log b`` come last). Its first step is then a quasi-Newton step on that curvature
     instead of a gradient step; a matrix that is not finite, not symmetric or has a
     non-positive diagonal (zeros: no curvature yet) means a cold start (the identity,
     scaled at the first update).
@@ -349,6 +391,7 @@ def fit_profiled(X, z, mask, init: GPParams, min_noise, *, steps: int, fit_mean:
     or in ``init`` gives ``info.ok`` False with ``Reason.BAD_INPUT``.
     """
     dt = X.dtype
+    init = gp_core.with_warping(init, warping)
     bad = bad_input(X, z, mask, init)
     X, z = gp_likelihood.inert(mask, X, z)
     min_noise = jnp.asarray(min_noise, dt)
@@ -441,9 +484,14 @@ def first_order(obj, optimizer, theta, *, steps):
     return theta, obj(clip_raw(theta))
 
 
-def fit_restarts(key, X, y, mask, init, min_noise, tol, *, steps, num_restarts, fit_mean, use_prior, optimizer):
-    """:func:`jaxstop.gp.fit` without the argument checks: the best of ``num_restarts`` starts."""
+def fit_restarts(key, X, y, mask, init, min_noise, tol, *, steps, num_restarts, fit_mean, use_prior, optimizer,
+                 warping: bool = False):
+    """:func:`jaxstop.gp.fit` without the argument checks: the best of ``num_restarts`` starts.
+
+    With ``warping`` the random starts draw ``log a``, ``log b`` uniformly in
+    ``[log 0.5, log 2]`` (the start ``init``: its own, or the identity)."""
     dtype = X.dtype
+    init = gp_core.with_warping(init, warping)
     bad = bad_input(X, y, mask, init)
     X, y = gp_likelihood.inert(mask, X, y)
     min_noise = jnp.asarray(min_noise, dtype)
@@ -455,6 +503,9 @@ def fit_restarts(key, X, y, mask, init, min_noise, tol, *, steps, num_restarts, 
         amp = jax.random.uniform(k_amp, (r,), dtype, jnp.log(0.3), jnp.log(3.0))
         noise = jax.random.uniform(k_noise, (r,), dtype, jnp.log(1e-4), jnp.log(0.3))
         extra = GPParams(amp, ls, noise, jnp.broadcast_to(jnp.asarray(init.mean, dtype), (r,)))
+        if warping:
+            w = jax.random.uniform(jax.random.fold_in(key, 3), (2, r, d), dtype, jnp.log(0.5), jnp.log(2.0))
+            extra = extra._replace(log_warp_a=w[0], log_warp_b=w[1])
         starts = jax.tree_util.tree_map(lambda a, b: jnp.concatenate([jnp.asarray(a, dtype)[None], b]), init, extra)
     else:
         starts = jax.tree_util.tree_map(lambda a: jnp.asarray(a, dtype)[None], init)
@@ -462,7 +513,7 @@ def fit_restarts(key, X, y, mask, init, min_noise, tol, *, steps, num_restarts, 
     def run_one(start):
         if optimizer is None:
             p, info, _, _ = fit_profiled(X, y, mask, start, min_noise, steps=steps, fit_mean=fit_mean,
-                                      use_prior=use_prior, tol=tol)
+                                         use_prior=use_prior, tol=tol, warping=warping)
             return p, info.objective, info.steps
         obj = partial(objective, X=X, y=y, mask=mask, min_noise=min_noise,
                       use_prior=use_prior, fit_mean=fit_mean, mean0=start.mean)
