@@ -34,8 +34,11 @@ $(VENV)/.stamp-bench: pyproject.toml | $(BIN)/python
 	$(PIP) install --quiet -e '.[test,notebooks,optuna,bench]'
 	touch $@
 
+# The demo keeps its compiled programs in JAX's persistent compilation cache inside the venv:
+# a second `make demo` skips compilation.
 demo: $(VENV)/.stamp-base
-	$(BIN)/python -m jaxstop.demo
+	JAX_COMPILATION_CACHE_DIR=$(abspath $(VENV))/jax-cache JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0 \
+	JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES=0 $(BIN)/python -m jaxstop.demo
 
 test: $(VENV)/.stamp-test
 	$(BIN)/python -m pytest
