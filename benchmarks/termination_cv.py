@@ -10,14 +10,21 @@ method and algorithm, mean +- std over the 190 traces of each algorithm, side by
 with Table 3 of the paper. Our per-iteration bound is also compared with the authors'
 own bound traces (``authors_regrets``).
 
-Conventions (see ``jaxstop.regret.CONVENTIONS``):
+Conventions (see ``jaxstop.regret.CONVENTIONS``, which cites the line of the paper or of
+the code behind each setting):
 
 * ``authors`` -- the released code's choices (row i after i evaluations, threshold frozen
-  at iteration 20, ddof 0, beta from the fitted points, 2,000 random candidates, the
-  recorded EI / PI values of the authors' BO for the EI / PI baselines);
+  at iteration 20, s^2 with 1/k, beta from the fitted points, 2,000 random candidates,
+  ``Ours_0.5`` as 0.5 / 0.21 times the Nadeau-Bengio standard deviation, the recorded EI /
+  PI values of the authors' BO for the EI / PI baselines);
 * ``paper`` -- the paper as written (row t after t + 1 evaluations, the incumbent's
-  threshold at every iteration, ddof 1, beta from the number of evaluations, candidates
-  refined by gradient steps, EI / PI from our GP).
+  threshold at every iteration, the newest of tied incumbents, s^2 with 1/k (Algorithm 1,
+  line 11), beta from the number of evaluations, candidates refined by gradient steps,
+  ``Ours_0.5`` as sqrt(0.5 s^2) (Sec. 4.1), EI / PI of the BO's own GP fitted on every
+  evaluation so far (``acq_gp="all"``; ``--acq-gp top`` reads the bound's top-half GP
+  instead)).
+
+Both conventions report ``Ours_0.21`` and ``Ours_0.5`` in that order (``Stops.ours``).
 
 The GP differs from the authors' (AutoGluon's GP with input warping, fitted by L-BFGS
 from its own start): our bound is therefore not the authors' bound, and the comparison
@@ -28,6 +35,7 @@ Usage (from the repository root)::
     python benchmarks/termination_cv.py             # all 380 traces
     python benchmarks/termination_cv.py --quick     # 8 traces, smoke run
     python benchmarks/termination_cv.py --jobs 2 --conventions authors,paper
+    python benchmarks/termination_cv.py --quick --evaluations 40 --conventions paper   # seconds
 
 Output: ``benchmarks/out/termination_cv.md``.
 """
@@ -63,7 +71,6 @@ TABLE3 = {
     "Ours_0.5": (0.580, 0.224, -0.013, -0.006),
 }
 METHODS = list(TABLE3)
-OURS_SCALES = (1.0, 0.5 / 0.21)
 CONV = (10, 30, 50)
 
 
@@ -79,11 +86,13 @@ def _worker(payload):
 
     tr = datasets.load_bo_cv()
     recorded = convention == "authors"
+    n = opts["evaluations"]
 
     def one(c, v, f, dm, key, ei, pi):
-        options = regret.ReplayOptions(ours_scales=OURS_SCALES, conv_patience=CONV, ei_thresholds=(1e-8,),
-                                       pi_thresholds=(1e-8,), fit_steps=opts["fit_steps"],
-                                       num_segments=opts["segments"])
+        # ours_scales / ours_variances: the convention's Ours_0.21 and Ours_0.5
+        options = regret.ReplayOptions(conv_patience=CONV, ei_thresholds=(1e-8,), pi_thresholds=(1e-8,),
+                                       fit_steps=opts["fit_steps"], num_segments=opts["segments"],
+                                       acq_gp=opts["acq_gp"])
         return regret.replay(key, c, v, f, dim_mask=dm, ei=ei if recorded else None, pi=pi if recorded else None,
                              convention=convention, options=options)
 
@@ -91,7 +100,8 @@ def _worker(payload):
     out, compile_s, run_s = [], 0.0, 0.0
     for idx in chunks:
         keys = jax.vmap(lambda i: jax.random.fold_in(jax.random.key(opts["seed"]), i))(jnp.asarray(idx))
-        args = (tr.configs[idx], tr.values[idx], tr.fold_scores[idx], tr.dim_mask[idx], keys, tr.ei[idx], tr.pi[idx])
+        args = (tr.configs[idx, :n], tr.values[idx, :n], tr.fold_scores[idx, :n], tr.dim_mask[idx], keys,
+                tr.ei[idx, :n], tr.pi[idx, :n])
         start = time.perf_counter()
         if compile_s == 0.0:
             fn = fn.lower(*args).compile()
@@ -111,7 +121,8 @@ def run_convention(convention, traces, args):
     chunks = [np.asarray(padded[i:i + chunk]) for i in range(0, len(padded), chunk)]
     jobs = max(1, min(args.jobs, len(chunks)))
     ncpu = os.cpu_count() or 1
-    opts = {"fit_steps": args.fit_steps, "segments": args.segments, "seed": args.seed}
+    opts = {"fit_steps": args.fit_steps, "segments": args.segments, "seed": args.seed,
+            "evaluations": args.evaluations, "acq_gp": args.acq_gp}
     payloads = [((j % ncpu) if args.pin else None, convention, chunks[j::jobs], opts) for j in range(jobs)]
     start = time.perf_counter()
     if jobs == 1:
@@ -165,6 +176,13 @@ def authors_scores(traces, tr):
     return {m: {k: np.asarray([v[t] for t in traces]) for k, v in d.items()} for m, d in out.items()}
 
 
+def regret_conventions():
+    """jaxstop.regret.CONVENTIONS (imported here: the main process sets no JAX options)."""
+    from jaxstop import regret
+
+    return regret.CONVENTIONS
+
+
 def fmt(x):
     return f"{np.mean(x):.3f} ± {np.std(x):.3f}" if len(x) else "—"
 
@@ -190,7 +208,7 @@ def bound_comparison(per_trace, traces, tr, lag, auth):
     for t in traces:
         b = per_trace[t]["bound"]
         # authors' row i = first i evaluations; our row r = first r + 1 - lag evaluations
-        rows = np.arange(20, 200)
+        rows = np.arange(20, min(rg.regret_bound.shape[1], len(b) + 1 - lag))
         ours = b[rows - 1 + lag]
         a = rg.regret_bound[t, rows]
         ok = np.isfinite(ours) & np.isfinite(a)
@@ -229,6 +247,12 @@ def main(argv=None):
     ap.add_argument("--segments", type=int, default=None,
                     help="capacity segments of the replay scan (default 4; 1 with --quick: less compilation)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--evaluations", type=int, default=None,
+                    help="replay only the first N evaluations of each trace (smoke runs; the authors' "
+                         "columns stay those of the full traces)")
+    ap.add_argument("--acq-gp", choices=("all", "top"), default=None,
+                    help="GP of the EI / PI baselines without recorded values (default: the convention's, "
+                         "'all': the BO's GP on every evaluation)")
     ap.add_argument("--no-pin", dest="pin", action="store_false", help="do not pin workers to cores")
     ap.add_argument("--out", default=str(HERE / "out" / "termination_cv.md"))
     args = ap.parse_args(argv)
@@ -258,7 +282,9 @@ def main(argv=None):
         print(f"[{conv}] replaying {len(traces)} traces ...", flush=True)
         per_trace, timing = run_convention(conv, traces, args)
         sc = scores(per_trace, traces, tr, lag)
-        lines += table(sc, algo_of, f"jaxstop, convention `{conv}`")
+        acq = "recorded values of the authors' BO" if conv == "authors" else (
+            f"acq_gp=\"{args.acq_gp or regret_conventions()[conv]['acq_gp']}\"")
+        lines += table(sc, algo_of, f"jaxstop, convention `{conv}` (EI / PI: {acq})")
         lines += [f"Timing: {timing['wall_s']:.1f} s wall for {len(traces)} traces "
                   f"({timing['wall_s'] / len(traces):.2f} s per trace; {timing['jobs']} process(es), "
                   f"vmapped chunks of {timing['chunk']}); compile {timing['compile_s']:.1f} s per process, "

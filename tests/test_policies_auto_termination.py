@@ -154,9 +154,10 @@ def np_bound_reach(state):
 
 
 def np_threshold(state, scale=1.0):
+    """Eq. (9)-(10) of the incumbent, s^2 = (1/k) sum_i (y - y^i)^2 (Algorithm 1, line 11)."""
     y, m, cfg = np.asarray(state.y), np.asarray(state.mask), np.asarray(state.config)
     inc = cfg[np.argmin(np.where(m, y, np.inf))]
-    s2 = np.var(FOLDS[inc], ddof=1)
+    s2 = np.sum((FOLDS[inc].mean() - FOLDS[inc]) ** 2) / K
     return scale * math.sqrt((1 / K + 1 / (K - 1)) * s2), inc
 
 
@@ -164,7 +165,7 @@ def np_threshold_reach(state, scale=1.0):
     """The CV threshold of Eq. (9)-(10) and its reach: the folds' std (mean_std_reach), the
     factor and the scale (4 u)."""
     thr, inc = np_threshold(state, scale)
-    return thr, scale * math.sqrt(1 / K + 1 / (K - 1)) * mean_std_reach(FOLDS[inc], ddof=1)[2] + 4 * U * thr
+    return thr, scale * math.sqrt(1 / K + 1 / (K - 1)) * mean_std_reach(FOLDS[inc], ddof=0)[2] + 4 * U * thr
 
 
 def np_ei(mu, sd, best):
@@ -302,13 +303,36 @@ def test_terminate_rule_and_stop_job(loop, singles, batch):
 
 
 def test_threshold_scale_in_params(singles):
-    # the same run with threshold_scale 0.5/0.21 (Ours_0.5) has that multiple of the threshold
+    # the same run with threshold_scale 0.5/0.21 (the authors' code's Ours_0.5) has that
+    # multiple of the threshold; s^2 with 1/k (Algorithm 1, line 11)
     for i in (0, 1):
         tr = singles[i]
         n = int(tr.num_jobs)
         inc = tr.infos.incumbent[:n]
-        s = np.sqrt((1 / K + 1 / (K - 1)) * np.var(FOLDS[inc], ddof=1, axis=1))
+        s2 = np.sum((FOLDS[inc].mean(axis=1, keepdims=True) - FOLDS[inc]) ** 2, axis=1) / K
+        s = np.sqrt((1 / K + 1 / (K - 1)) * s2)
         np.testing.assert_allclose(tr.infos.threshold[:n], SCALES[i] * s, rtol=1e-10)
+
+
+def test_threshold_variance_is_the_papers_half_s2(singles):
+    """threshold_scale 0, threshold_variance 0.5: the Ours_0.5 of the paper's text,
+    sqrt(0.5 s^2) with s^2 = (1/k) sum_i (y - y^i)^2 of the incumbent (Sec. 4.1, Algorithm
+    1, line 11), in the same compiled program as the default params (no retrace)."""
+    before = TRACES["n"]
+    p = PARAMS._replace(threshold_scale=jnp.asarray(0.0, jnp.float64),
+                        threshold_variance=jnp.asarray(0.5, jnp.float64))
+    tr = sim.run(RUN_POLICY, TABLE, KEYS[0], p, max_jobs=MAX_JOBS)
+    assert TRACES["n"] == before
+    n = int(tr.num_jobs)
+    inc = np.asarray(tr.infos.incumbent[:n])
+    s2 = np.sum((FOLDS[inc].mean(axis=1, keepdims=True) - FOLDS[inc]) ** 2, axis=1) / K
+    # sums of K = 5 float64 terms and a square root: a few ulps apart from NumPy's
+    np.testing.assert_allclose(tr.infos.threshold[:n], np.sqrt(0.5 * s2), rtol=1e-13)
+    # against Eq. (9)'s threshold: the factor sqrt(0.5 / (1/k + 1/(k-1))), 1.054 for k = 5
+    a = singles[0]
+    m = min(n, int(a.num_jobs), NUM_INIT)  # the random initial design: the same jobs
+    ratio = np.asarray(tr.infos.threshold[:m]) / np.asarray(a.infos.threshold[:m])
+    np.testing.assert_allclose(ratio, math.sqrt(0.5 / (1 / K + 1 / (K - 1))), rtol=1e-13)
 
 
 def test_ei_choice_is_numpy_argmax_and_no_repeats(loop):
@@ -443,6 +467,7 @@ def test_unit_cube_mode_terminates_near_optimum():
         ({"fold_scores": None}, "threshold"),
         ({"threshold": -1.0}, "threshold"),
         ({"threshold_scale": -1.0}, "threshold_scale"),
+        ({"threshold_variance": -0.5}, "threshold_variance"),
         ({"candidates": X + 1.0}, "candidates"),
         ({"candidates": X[:, 0]}, "candidates"),
         ({"num_configs": 10}, "num_configs"),

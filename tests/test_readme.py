@@ -31,7 +31,7 @@ def test_readme_methods_block_runs():
     nxt = ns["fb_next"]
     assert bool(nxt.bound.ok) and int(nxt.num_top) == 30 and 1 <= int(nxt.fit_info.steps) <= 5
     folds = np.asarray(ns["folds"])
-    threshold = np.sqrt((1 / 10 + 1 / 9) * folds.var(ddof=1))   # Eq. (9)-(10), Nadeau-Bengio ratio
+    threshold = np.sqrt((1 / 10 + 1 / 9) * folds.var(ddof=0))   # Eq. (9)-(10); s^2 with 1/k (Algorithm 1, line 11)
     assert bool(ns["stop_now"]) == (float(ns["fb"].bound.bound) < threshold)
     curve = np.asarray(ns["curve"])
     assert np.all(np.diff(curve) >= -1e-12) and abs(curve[-1] - 1) < 1e-9

@@ -132,10 +132,11 @@ def test_cv_threshold_matches_numpy(k, ddof, seed):
 
 
 def test_cv_threshold_nadeau_bengio_ten_folds():
-    # 10-fold CV: Var f ~ (1/10 + 1/9) s^2 = 0.2111 s^2 (the paper's 0.21), Eq. (9).
+    # 10-fold CV: Var f ~ (1/10 + 1/9) s^2 = 0.2111 s^2 (the paper's 0.21), Eq. (9), with
+    # s^2 = (1/k) sum (y - y^i)^2 by default (Algorithm 1, line 11).
     s = np.linspace(0.1, 0.2, 10)
     got = float(regret.cv_threshold(jnp.asarray(s)))
-    assert got == pytest.approx(math.sqrt(0.2111111111111111 * np.var(s, ddof=1)), rel=1e-12)
+    assert got == pytest.approx(math.sqrt(0.2111111111111111 * np.var(s, ddof=0)), rel=1e-12)
 
 
 def test_cv_threshold_bad_inputs():
@@ -149,7 +150,7 @@ def test_cv_threshold_bad_inputs():
         regret.cv_threshold(jnp.ones(3), ddof=2)
     # documented masking: a NaN fold that is masked out is ignored
     got = regret.cv_threshold(jnp.array([0.1, jnp.nan, 0.3]), jnp.array([True, False, True]))
-    assert float(got) == pytest.approx(math.sqrt((1 / 2 + 1) * np.var([0.1, 0.3], ddof=1)), rel=1e-12)
+    assert float(got) == pytest.approx(math.sqrt((1 / 2 + 1) * np.var([0.1, 0.3], ddof=0)), rel=1e-12)
     # inside jit the degenerate case is a threshold of 0 (never stops), not NaN
     f = jax.jit(lambda s, m: regret.cv_threshold(s, m))
     assert float(f(jnp.array([0.1, 0.2, 0.3]), jnp.array([True, False, False]))) == 0.0
@@ -536,48 +537,61 @@ def _trace(seed):
     return X, folds.mean(axis=1), folds
 
 
-def _loop_replay(key, X, values, folds, fold_mask):
-    """The replay as a user would write it: a Python loop of fit_regret_bound calls."""
-    bound, ucb, lcb, ei, pi, ntop, ok = [], [], [], [], [], [], []
+def _loop_chain(key, X, values, fraction, min_points, refine_steps):
+    """One GP along the trace as a user would write it: a Python loop of fit_regret_bound
+    calls, each warm-started from the previous row's fit (rows 19..T_R - 1)."""
+    out = []
     params, inv_hessian = None, None
     first_passes = -(-30 // 6)  # first_fit_steps / fit_steps
+    opts = regret.FitOptions(refine_steps=refine_steps, fit_steps=6)
     for t in range(19, T_R):
         avail = jnp.arange(T_R) < t + 1
         for _ in range(first_passes if t == 19 else 1):
             fb = regret.fit_regret_bound(jax.random.fold_in(key, t), X, values, avail, init=params,
-                                         init_inv_hessian=inv_hessian, fraction=0.5,
-                                         min_points=10, candidates=128, beta_t="evaluations",
-                                         refine_steps=PAPER["refine_steps"], fit_steps=6)
+                                         init_inv_hessian=inv_hessian, fraction=fraction, min_points=min_points,
+                                         candidates=128, beta_t="evaluations", options=opts)
             params, inv_hessian = fb.params, fb.inv_hessian
-        bound.append(float(fb.bound.bound))
-        ucb.append(float(fb.bound.ucb_min))
-        lcb.append(float(fb.bound.lcb_min))
-        ei.append(float(fb.ei_max))
-        pi.append(float(fb.pi_max))
-        ntop.append(int(fb.num_top))
-        ok.append(bool(fb.bound.ok))
-    # incumbent threshold of every row, ddof 1 (NumPy)
-    thr = []
+        out.append(fb)
+    return out, params
+
+
+def _loop_replay(key, X, values, folds, fold_mask):
+    """The paper's replay as a user would write it: the bound's GP on the top set and the
+    BO's GP on every evaluation (its EI / PI: ``acq_gp="all"``), two warm-started chains
+    of fit_regret_bound with the same row keys (hence the same random candidates)."""
+    top, params = _loop_chain(key, X, values, 0.5, 10, PAPER["refine_steps"])
+    bo, _ = _loop_chain(key, X, values, 1.0, 1, 0)  # every evaluation is in the fit
+    # incumbent threshold of every row: Algorithm 1, lines 8-12 in NumPy (s^2 with 1/k)
+    thr, var = [], []
     for t in range(T_R):
-        i = int(np.argmin(values[: t + 1]))
+        i = int(np.argmin(values[: t + 1]))  # no ties in these traces
         x = folds[i][fold_mask[i]]
-        thr.append(math.sqrt((1 / len(x) + 1 / (len(x) - 1)) * np.var(x, ddof=1)))
-    return dict(bound=bound, ucb=ucb, lcb=lcb, ei=ei, pi=pi, ntop=ntop, ok=ok, thr=np.array(thr), params=params)
+        s2 = np.sum((x.mean() - x) ** 2) / len(x)
+        var.append(s2)
+        thr.append(math.sqrt((1 / len(x) + 1 / (len(x) - 1)) * s2))
+    return dict(bound=[float(f.bound.bound) for f in top], ucb=[float(f.bound.ucb_min) for f in top],
+                lcb=[float(f.bound.lcb_min) for f in top], ei=[float(f.ei_max) for f in bo],
+                pi=[float(f.pi_max) for f in bo], ntop=[int(f.num_top) for f in top],
+                ok=[bool(f.bound.ok) and bool(g.bound.ok) for f, g in zip(top, bo)], thr=np.array(thr),
+                var=np.array(var), params=params)
+
+
+PAPER_RULES = dict(ours_scales=(1.0,), ours_variances=(0.5,))  # Ours_0.21, Ours_0.5 of the text
 
 
 def assert_stop_margins(res, rows, rtol_bound, rtol_acq):
     """No stop decision of a replay sits within the cross-program tolerances of its threshold.
 
-    ``stop_iterations`` compares ``bound < scale * threshold`` (default scales 1 and
-    0.5 / 0.21) and ``ei`` / ``pi`` against 1e-8 (its defaults). Where the bounds, EI and PI
+    The paper's rules compare ``bound < threshold`` (Ours_0.21), ``bound < sqrt(0.5 s^2)``
+    (Ours_0.5) and ``ei`` / ``pi`` against 1e-8 (the defaults). Where the bounds, EI and PI
     of two programs agree to ``rtol_bound`` / ``rtol_acq`` (asserted by the caller), a
     decision can only differ between them when its margin is below those tolerances; the
-    threshold itself is one program's NumPy-checked value (rtol 1e-12). Checked here, the
-    stops of the two programs must then be equal.
+    thresholds themselves are one program's NumPy-checked values (rtol 1e-12). Checked
+    here, the stops of the two programs must then be equal.
     """
-    b, thr = np.asarray(res.bound)[rows], np.asarray(res.threshold)[rows]
-    for scale in (1.0, 0.5 / 0.21):
-        assert np.all(np.abs(b - scale * thr) > rtol_bound * np.abs(b) + 1e-12 * scale * thr), scale
+    b = np.asarray(res.bound)[rows]
+    for thr in (np.asarray(res.threshold)[rows], np.sqrt(0.5 * np.asarray(res.variance)[rows])):
+        assert np.all(np.abs(b - thr) > rtol_bound * np.abs(b) + 1e-12 * thr)
     for name in ("ei", "pi"):
         v = np.asarray(getattr(res, name))[rows]
         assert np.all(np.abs(v - 1e-8) > rtol_acq * np.abs(v) + 1e-12), name
@@ -603,6 +617,7 @@ def test_replay_loop_scan_vmap_and_padding():
     np.testing.assert_array_equal(np.asarray(res.num_fitted)[rows], loop["ntop"])
     np.testing.assert_array_equal(np.asarray(res.ok)[rows], loop["ok"])
     np.testing.assert_allclose(np.asarray(res.threshold), loop["thr"], rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(res.variance), loop["var"], rtol=1e-12)
     np.testing.assert_array_equal(np.asarray(res.num_evaluations), np.arange(1, T_R + 1))
     np.testing.assert_array_equal(np.asarray(res.best), np.minimum.accumulate(values))
     chex.assert_trees_all_close(res.params, loop["params"], rtol=1e-6, atol=1e-8)
@@ -610,7 +625,8 @@ def test_replay_loop_scan_vmap_and_padding():
     s = regret.stop_iterations(jnp.asarray(np.r_[np.full(19, np.inf), loop["bound"]]), jnp.asarray(loop["thr"]),
                                jnp.asarray(np.minimum.accumulate(values)), jnp.arange(1, T_R + 1),
                                ei=jnp.asarray(np.r_[np.full(19, np.inf), loop["ei"]]),
-                               pi=jnp.asarray(np.r_[np.full(19, np.inf), loop["pi"]]))
+                               pi=jnp.asarray(np.r_[np.full(19, np.inf), loop["pi"]]),
+                               variance=jnp.asarray(loop["var"]), **PAPER_RULES)
     chex.assert_trees_all_equal(res.stops, s)
 
     # vmapped over two traces: this one, and its first 24 rows followed by 6 padded rows
@@ -638,6 +654,7 @@ def test_replay_loop_scan_vmap_and_padding():
                                    rtol=rtol, atol=atol, err_msg=name)
     chex.assert_trees_all_close(first.params, res.params, rtol=1e-6, atol=1e-8)
     np.testing.assert_allclose(np.asarray(first.threshold), np.asarray(res.threshold), rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(first.variance), np.asarray(res.variance), rtol=1e-12)
     for name in ("best", "incumbent", "num_evaluations", "num_fitted", "computed", "ok", "stops"):
         chex.assert_trees_all_equal(getattr(first, name), getattr(res, name))  # margins checked above
     padded = jax.tree_util.tree_map(lambda a: np.asarray(a[1]), batched)
@@ -650,7 +667,8 @@ def test_replay_loop_scan_vmap_and_padding():
     assert np.all(np.isinf(padded.bound[pad:])) and not np.any(padded.computed[pad:])
     # stops of the padded trace: as if the trace had ended after 24 evaluations
     trunc = regret.stop_iterations(jnp.asarray(np.asarray(res.bound)[:pad]), res.threshold[:pad], res.best[:pad],
-                                   res.num_evaluations[:pad], ei=res.ei[:pad], pi=res.pi[:pad])
+                                   res.num_evaluations[:pad], ei=res.ei[:pad], pi=res.pi[:pad],
+                                   variance=res.variance[:pad], **PAPER_RULES)
     chex.assert_trees_all_equal(jax.tree_util.tree_map(jnp.asarray, padded.stops), trunc)
 
     # a second call with new values does not recompile
@@ -1026,11 +1044,11 @@ def test_replay_key_first_and_options_match_the_deprecated_forms():
     and convention overrides as keywords, which warns; the options take effect."""
     key = jax.random.key(5)
     X, values, folds = (jnp.asarray(a) for a in _trace(2))
-    opts = regret.ReplayOptions(candidates=128, num_segments=1, fit_steps=3, lag=1, beta_scale=0.3)
+    opts = regret.ReplayOptions(candidates=128, num_segments=1, fit_steps=3, lag=1, beta_scale=0.3, acq_gp="top")
     new = regret.replay(key, X, values, folds, min_points=10, min_evaluations=20, options=opts)
     with pytest.warns(DeprecationWarning) as record:
         old = regret.replay(X, values, folds, key=key, min_points=10, min_evaluations=20, candidates=128,
-                            num_segments=1, fit_steps=3, lag=1, beta_scale=0.3)
+                            num_segments=1, fit_steps=3, lag=1, beta_scale=0.3, acq_gp="top")
     messages = " ".join(str(w.message) for w in record)
     assert "replay(key, configs, values, fold_scores)" in messages and "options=ReplayOptions(" in messages
     chex.assert_trees_all_equal(new, old)

@@ -263,7 +263,8 @@ def test_ei_pi_best_and_rows_that_are_not_finite():
 
 
 # ---------------------------------------------------------------------- cv_threshold
-def np_threshold(scores, mask, ddof=1):
+def np_threshold(scores, mask, ddof=0):
+    """Eq. (9)-(10) on the real folds; ``ddof = 0``: s^2 with 1/k (Algorithm 1, line 11)."""
     x = scores[mask]
     k = len(x)
     return math.sqrt((1 / k + 1 / (k - 1)) * np.var(x, ddof=ddof))
@@ -310,18 +311,19 @@ def test_replay_threshold_ignores_folds_of_padded_evaluations():
     mask = np.ones(T, bool)
     mask[[0, 3]] = False
     folds[[0, 3]] = np.nan  # padded evaluations, their folds marked real by fold_mask
-    cfg = types.SimpleNamespace(lag=0, test_train_ratio=None, ddof=1)
+    cfg = types.SimpleNamespace(lag=0, test_train_ratio=None, ddof=1, ties_last=False)
     fold_mask = np.ones((T, k), bool)
-    _, incumbent, best, num_eval, thr = _replay._replay_prefix(jnp.zeros((T, 1)), jnp.asarray(values),
-                                                               jnp.asarray(folds), jnp.asarray(mask),
-                                                               jnp.asarray(fold_mask), cfg)
+    _, incumbent, best, num_eval, thr, var = _replay._replay_prefix(jnp.zeros((T, 1)), jnp.asarray(values),
+                                                                    jnp.asarray(folds), jnp.asarray(mask),
+                                                                    jnp.asarray(fold_mask), cfg)
     # Row 0 has no real evaluation yet (threshold of no folds: 0); later rows use the real
     # incumbent's folds (Eq. 9-10 in NumPy).
-    assert float(thr[0]) == 0.0 and int(num_eval[0]) == 0
+    assert float(thr[0]) == 0.0 and float(var[0]) == 0.0 and int(num_eval[0]) == 0
     for t in range(1, T):
         i = int(incumbent[t])
         assert mask[i] and values[i] == min(values[: t + 1][mask[: t + 1]])
-        assert float(thr[t]) == pytest.approx(np_threshold(folds[i], fold_mask[i]), rel=1e-13)
+        assert float(thr[t]) == pytest.approx(np_threshold(folds[i], fold_mask[i], ddof=1), rel=1e-13)
+        assert float(var[t]) == pytest.approx(np.var(folds[i], ddof=1), rel=1e-13)
 
 
 def test_replay_traced_status_per_row():

@@ -7,7 +7,10 @@ share: the top ``max(min_points, floor(fraction * n))`` evaluations (:func:`top_
 gathered into a fixed capacity), standardised, the GP fitted by
 :func:`jaxstop._src.gp_fit.fit_profiled` (warm-started) and the bound of
 :func:`jaxstop._src.regret_bound.bound_core`. Also the CV threshold of Eq. (9)-(10)
-(:func:`cv_threshold`). No argument validation here; :mod:`jaxstop.regret` validates.
+(:func:`cv_threshold`, on the fold variance :func:`cv_variance`) and the threshold of
+one stopping rule (:func:`scaled_threshold`); :func:`acquisition_config` turns the
+bound's settings into those of the BO's own GP, fitted on every evaluation (the EI / PI
+baselines). No argument validation here; :mod:`jaxstop.regret` validates.
 
 Data problems are status, never exceptions: rows that are not available (padded, or
 masked out by the caller) are made inert before any arithmetic; a non-finite value on
@@ -38,7 +41,10 @@ __all__ = [
     "top_order",
     "top_capacity",
     "standardized_top",
+    "cv_variance",
     "cv_threshold",
+    "scaled_threshold",
+    "acquisition_config",
     "default_params",
     "fit_and_bound",
 ]
@@ -79,12 +85,13 @@ def standardized_top(X, y, avail, capacity: int, fraction: float, min_points: in
     return order, tmask, top, Xt, z, mean, std
 
 
-def cv_threshold(fold_scores, mask, ratio, ddof):
-    """Eq. (9)-(10) over the last axis (see :func:`jaxstop.regret.cv_threshold`).
+def cv_variance(fold_scores, mask, ddof):
+    """``(s^2, k)`` over the last axis: the variance of the real folds with ``1 / (k - ddof)``
+    (``ddof = 0``: the ``1/k`` of Algorithm 1, line 11) and their number ``k`` (a float).
 
-    Padded folds (``mask`` False) are made inert first. 0 where fewer than 2 folds (or
-    ``<= ddof``) are real; NaN where a real fold is not finite or the variance overflows
-    (a threshold the data do not define: ``bound < NaN`` never stops)."""
+    Padded folds (``mask`` False) are made inert first. ``s^2`` is 0 where fewer than 2
+    folds (or ``<= ddof``) are real and NaN where a real fold is not finite or the variance
+    overflows (a variance the data do not define)."""
     dt = fold_scores.dtype
     bad = jnp.any(mask & ~jnp.isfinite(fold_scores), axis=-1)
     x = checks.inert_rows(fold_scores, mask & jnp.isfinite(fold_scores), 0)
@@ -92,10 +99,42 @@ def cv_threshold(fold_scores, mask, ratio, ddof):
     mean = jnp.sum(x, axis=-1) / jnp.maximum(k, 1)
     dev = jnp.where(mask, x - mean[..., None], 0)
     var = jnp.sum(dev * dev, axis=-1) / jnp.maximum(k - ddof, 1)
+    var = jnp.where((k >= 2) & (k > ddof), var, 0)
+    return jnp.where(bad | ~jnp.isfinite(var), jnp.nan, var), k
+
+
+def cv_threshold(fold_scores, mask, ratio, ddof):
+    """Eq. (9)-(10) over the last axis, ``sqrt((1/k + ratio) s^2)`` with ``ratio = 1/(k-1)``
+    when None (see :func:`jaxstop.regret.cv_threshold`); ``s^2`` of :func:`cv_variance`,
+    whose 0 (fewer than 2 real folds) and NaN (a non-finite real fold, an overflow: a
+    threshold the data do not define, ``bound < NaN`` never stops) it keeps."""
+    dt = fold_scores.dtype
+    var, k = cv_variance(fold_scores, mask, ddof)
     r = 1 / jnp.maximum(k - 1, 1) if ratio is None else jnp.asarray(ratio, dt)
-    good = (k >= 2) & (k > ddof)
-    thr = jnp.where(good, jnp.sqrt((1 / jnp.maximum(k, 1) + r) * var), 0)
-    return jnp.where(bad | ~jnp.isfinite(thr), jnp.nan, thr)
+    thr = jnp.sqrt((1 / jnp.maximum(k, 1) + r) * var)
+    return jnp.where(jnp.isfinite(thr), thr, jnp.nan)
+
+
+def scaled_threshold(threshold, variance, scale, variance_factor):
+    """The threshold of one stopping rule: ``scale * threshold + sqrt(variance_factor * s^2)``.
+
+    ``threshold`` is Eq. (9)-(10)'s ``sqrt((1/k + n_test/n_train) s^2)`` and ``variance``
+    its ``s^2`` (:func:`cv_variance`). A rule sets one of the two factors and leaves the
+    other 0: ``scale`` multiplies the standard deviation (the authors' code: ``Ours_c`` is
+    ``scale = c / 0.21``), ``variance_factor`` replaces Eq. (9)'s ``1/k + n_test/n_train``
+    (the text of Sec. 4.1: ``Ours_0.5`` is ``sqrt(0.5 s^2)``). A factor of 0 leaves its term
+    out (an infinite ``threshold`` does not reach a variance rule as ``0 * inf``); NaN
+    wherever a term that is in is NaN (a rule that never fires)."""
+    std_term = jnp.where(scale != 0, scale * threshold, 0)
+    var_term = jnp.where(variance_factor != 0, jnp.sqrt(variance_factor * variance), 0)
+    return std_term + var_term
+
+
+def acquisition_config(cfg: FitConfig, capacity: int) -> FitConfig:
+    """The settings of the BO's own GP (the acquisition's): ``cfg`` fitted on every
+    available evaluation (``fraction = 1``, the top set is all of them) in ``capacity``
+    rows, without the LCB refinement (only its EI / PI maxima are read)."""
+    return cfg._replace(capacity=capacity, fraction=1.0, min_points=1, refine_steps=0)
 
 
 def default_params(d: int, dim_mask, dtype) -> gp_core.GPParams:

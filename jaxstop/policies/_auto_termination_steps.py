@@ -32,10 +32,14 @@ class AutoTerminationParams(NamedTuple):
     Attributes:
         fold_scores: Cross-validation fold scores of every table row, shape
             (num_configs, k); (num_configs, 0) or (0, 0) without CV.
-        threshold_scale: Multiplier of the CV threshold of Eq. (9)-(10), () (1.0).
+        threshold_scale: Multiplier of the standard deviation of Eq. (9)-(10), () (1.0:
+            the paper's ``Ours_0.21``; ``c / 0.21``: the authors' code's ``Ours_c``).
         threshold: Fixed part of the threshold in loss units, () (0 with CV).
         beta_scale: ``scale`` of :func:`jaxstop.regret.beta`, () (0.2).
         delta: ``delta`` of :func:`jaxstop.regret.beta`, () (0.1).
+        threshold_variance: Variance factor ``v`` of a ``sqrt(v s^2)`` part of the
+            threshold, () (0.0: none; 0.5 with ``threshold_scale = 0``: the ``Ours_0.5``
+            of the paper's text, Sec. 4.1).
     """
 
     fold_scores: jax.Array
@@ -43,6 +47,7 @@ class AutoTerminationParams(NamedTuple):
     threshold: jax.Array
     beta_scale: jax.Array
     delta: jax.Array
+    threshold_variance: jax.Array = 0.0
 
 
 class AutoTerminationState(NamedTuple):
@@ -133,13 +138,14 @@ class AutoTerminationConfig(NamedTuple):
     beta_scale: float
     delta: float
     fdtype: Any
+    threshold_variance: float = 0.0
 
 
 def default_params(cfg: AutoTerminationConfig) -> AutoTerminationParams:
     """The factory's :class:`AutoTerminationParams`."""
     f = lambda v: jnp.asarray(v, cfg.fdtype)  # noqa: E731
     return AutoTerminationParams(cfg.folds, f(cfg.threshold_scale), f(cfg.threshold), f(cfg.beta_scale),
-                                 f(cfg.delta))
+                                 f(cfg.delta), f(cfg.threshold_variance))
 
 
 def check_params(cfg: AutoTerminationConfig, params) -> AutoTerminationParams:
@@ -151,7 +157,7 @@ def check_params(cfg: AutoTerminationConfig, params) -> AutoTerminationParams:
     if tuple(jnp.shape(params.fold_scores)) != folds_shape:
         raise ValueError(f"params.fold_scores must have shape {folds_shape} like the factory's fold_scores, "
                          f"got {tuple(jnp.shape(params.fold_scores))}")
-    for name in ("threshold_scale", "threshold", "beta_scale", "delta"):
+    for name in ("threshold_scale", "threshold", "beta_scale", "delta", "threshold_variance"):
         if jnp.ndim(getattr(params, name)) != 0:
             raise ValueError(f"params.{name} must be a scalar, got shape {jnp.shape(getattr(params, name))}")
     return jax.tree_util.tree_map(lambda a: jnp.asarray(a, cfg.fdtype), params)
@@ -281,8 +287,11 @@ def tell(cfg: AutoTerminationConfig, state: AutoTerminationState, job: Job, resu
     thr = params.threshold
     if cfg.folds.shape[1] > 0:
         row = params.fold_scores[jnp.clip(inc.config, 0, num_configs - 1)]
-        cv = _termination.cv_threshold(row, jnp.ones(row.shape, bool), cfg.test_train_ratio, cfg.ddof)
-        thr = thr + params.threshold_scale * jnp.where(has, cv, 0)
+        real = jnp.ones(row.shape, bool)
+        cv = _termination.cv_threshold(row, real, cfg.test_train_ratio, cfg.ddof)
+        var, _ = _termination.cv_variance(row, real, cfg.ddof)
+        part = _termination.scaled_threshold(cv, var, params.threshold_scale, params.threshold_variance)
+        thr = thr + jnp.where(has, part, 0)
     rb = fb.bound
     criterion = (count >= cfg.min_iterations) & (rb.bound < thr)
     exhausted = count >= max_evals

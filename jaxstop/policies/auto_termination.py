@@ -53,25 +53,35 @@ One GP per step
 The acquisition uses the same GP as the bound: the hyperparameters fitted in
 ``tell`` (kept in the state) and the same top set. ``ask`` only refactorises it (one
 Cholesky of the top-set size, versus up to ``fit_steps`` factorisations for the fit), so a
-step costs one GP fit. While ``n <= min_points`` (20 by default) the top set is all
-evaluations, i.e. the paper's BO model; later the model is the local one on the
-best ``fraction`` of the evaluations that the paper recommends for the bound (Sec.
-4.1, Fig. 2) -- a local surrogate in the spirit of TuRBO (Eriksson et al., 2019).
-``fraction=1.0`` fits every evaluation (a global model for both).
+step costs one GP fit, as in Algorithm 1 (its lines 3 and 15-16 use one GP). While
+``n <= min_points`` (20 by default: the authors' code, ``max(20, int(n * 0.5))``; the
+paper gives no minimum) the top set is all evaluations, i.e. the paper's BO model;
+later the model is the local one on the best ``fraction`` of the evaluations that the
+paper recommends for the bound (Sec. 4, "Selecting the data", Fig. 2) -- a local
+surrogate in the spirit of TuRBO (Eriksson et al., 2019). The BO of the paper's
+experiments fitted its acquisition's GP on every evaluation (App. A.1.1);
+``fraction=1.0`` does that here (a global model for both). The policy has no EI / PI
+stopping rule; those baselines are :func:`jaxstop.regret.replay`'s (``acq_gp``).
 
 Threshold
 ---------
-``threshold = params.threshold + params.threshold_scale * s(incumbent)`` where
-``s`` is the cross-validation standard error of Eq. (9)-(10),
-``sqrt((1/k + n_test/n_train) s_cv^2)`` (:func:`jaxstop.regret.cv_threshold`), of
-the incumbent's ``k`` fold scores. The two sources:
+``threshold = params.threshold + params.threshold_scale * s(incumbent) +
+sqrt(params.threshold_variance * s_cv^2(incumbent))`` where ``s`` is the
+cross-validation standard error of Eq. (9)-(10), ``sqrt((1/k + n_test/n_train) s_cv^2)``
+(:func:`jaxstop.regret.cv_threshold`), of the incumbent's ``k`` fold scores, and
+``s_cv^2`` their variance with ``1/k`` (``ddof = 0``, Algorithm 1, line 11). The same
+two forms as the rules of :func:`jaxstop.regret.stop_iterations`: a multiple of the
+standard deviation, or a variance factor (the ``0.5 s_cv^2`` of Sec. 4.1). The two
+sources:
 
 * **cross-validation** (``fold_scores`` given, table mode): ``params.fold_scores``
   holds the fold scores of every table row, shape (num_configs, k) -- a
   :class:`~jaxstop.sim.CurveTable` has none, so they travel in the params pytree and
-  a simulation study can ``vmap`` over them. ``threshold_scale = 1`` is the paper's
-  ``Ours_0.21`` (Nadeau-Bengio) and ``0.5 / 0.21`` its ``Ours_0.5`` (the convention
-  of :func:`jaxstop.regret.stop_iterations`); ``params.threshold`` defaults to 0.
+  a simulation study can ``vmap`` over them. ``threshold_scale = 1`` (the default) is
+  the paper's ``Ours_0.21`` (Eq. 9, Nadeau-Bengio); its ``Ours_0.5`` is
+  ``threshold_scale = 0, threshold_variance = 0.5`` as the text writes it
+  (``sqrt(0.5 s_cv^2)``), or ``threshold_scale = 0.5 / 0.21`` as the authors' code
+  computes it (a threshold 1.54x larger for k = 10); ``params.threshold`` defaults to 0.
 * **fixed** (only ``threshold`` given, any mode): a user-set accuracy in loss units
   (Sec. 3.2, "the user can define the right-hand side"; Optuna's
   ``StaticErrorEvaluator``). ``params.fold_scores`` then has zero folds.
@@ -137,7 +147,7 @@ def auto_termination_bo(
     beta_t: str = "evaluations",
     beta_scale: float = 0.2,
     delta: float = 0.1,
-    ddof: int = 1,
+    ddof: int = 0,
     test_train_ratio: float | None = None,
     fit_steps: int = 10,
     fit_tol: float = 1e-2,
@@ -148,13 +158,19 @@ def auto_termination_bo(
     refine_starts: int = 8,
     chunk_size: int = 1024,
     dtype=None,
+    threshold_variance: float = 0.0,
 ) -> Policy:
     """GP-BO with automatic termination, Algorithm 1 of Makarova et al. (2022).
 
     See the module docstring for the steps, the threshold sources and the choice of
     one GP per step. Static sizes are arguments here; the numeric hyperparameters
-    ``fold_scores``, ``threshold_scale``, ``threshold``, ``beta_scale`` and ``delta``
-    are the defaults of :class:`AutoTerminationParams` (``policy.default_params()``).
+    ``fold_scores``, ``threshold_scale``, ``threshold_variance``, ``threshold``,
+    ``beta_scale`` and ``delta`` are the defaults of :class:`AutoTerminationParams`
+    (``policy.default_params()``). The defaults are the paper's main method: Eq. (9)'s
+    threshold with ``s^2`` over ``1/k`` (``ddof = 0``, Algorithm 1, line 11), checked from
+    20 evaluations on (Sec. 4.1), ``beta`` of App. A.2.3 with ``t`` the number of
+    evaluations, the top 50% of the evaluations in the GP (Sec. 4) with at least 20
+    (``min_points``: the authors' code, not the paper).
 
     Args:
         num_configs: Size of the candidate table (default ``len(candidates)``).
@@ -167,15 +183,20 @@ def auto_termination_bo(
         fold_scores: Fold scores of every table row, shape (num_configs, k), k >= 2,
             finite: the CV threshold (table mode).
         threshold: Fixed threshold in loss units, >= 0 (default 0 with ``fold_scores``).
-        threshold_scale: Multiplier of the CV threshold, >= 0.
+        threshold_scale: Multiplier of the CV threshold's standard deviation, >= 0 (1:
+            Eq. 9, the paper's ``Ours_0.21``; ``c / 0.21``: the authors' code's ``Ours_c``).
         acquisition: ``"ei"`` (expected improvement) or ``"ucb"`` (lowest LCB).
         num_init: Random jobs before the GP drives the search, in [1, max_evals].
-        min_iterations: No termination by the criterion with fewer evaluations (20 in
-            the paper), >= 1.
-        fraction, min_points: Top set of the GP fit (:func:`jaxstop.regret.top_mask`).
+        min_iterations: No termination by the criterion with fewer evaluations (20:
+            Sec. 4.1, "only after the first 20 iterations"), >= 1. A different setting
+            from ``min_points``, which sizes the GP's top set.
+        fraction, min_points: Top set of the GP fit (:func:`jaxstop.regret.top_mask`):
+            the top 50% (Sec. 4), at least 20 (the authors' code; the paper gives no
+            minimum).
         beta_t: ``"evaluations"`` or ``"fitted"``: ``t`` of :func:`jaxstop.regret.beta`.
         beta_scale, delta: ``scale`` and ``delta`` of :func:`jaxstop.regret.beta`.
-        ddof: Of the fold variance (1: sample variance, the paper; 0: Optuna).
+        ddof: Of the fold variance ``s^2`` (0: ``1/k``, the paper's Algorithm 1, line 11,
+            the authors' code and Optuna; 1: the unbiased sample variance).
         test_train_ratio: ``n_test / n_train`` of Eq. (9); default ``1 / (k - 1)``.
         fit_steps: Most quasi-Newton steps of each GP fit (warm-started).
         fit_tol: A fit stops once converged (see :func:`jaxstop.regret.fit_regret_bound`).
@@ -189,6 +210,9 @@ def auto_termination_bo(
         chunk_size: Candidates predicted at a time.
         dtype: Floating dtype in cube mode (default: JAX's default float); in table
             mode the dtype of ``candidates``.
+        threshold_variance: Variance factor ``v`` of a ``sqrt(v s^2)`` part of the CV
+            threshold, >= 0 (the paper's text, Sec. 4.1: ``Ours_0.5`` is
+            ``threshold_scale=0, threshold_variance=0.5``).
 
     Returns:
         A :class:`~jaxstop.policies.Policy` with ``report=None``; ``tell`` returns an
@@ -262,6 +286,7 @@ def auto_termination_bo(
     if test_train_ratio is not None:
         test_train_ratio = _checks.nonneg_float(test_train_ratio, "test_train_ratio")
     threshold_scale = _checks.nonneg_float(threshold_scale, "threshold_scale")
+    threshold_variance = _checks.nonneg_float(threshold_variance, "threshold_variance")
     beta_scale = _checks.nonneg_float(beta_scale, "beta_scale", positive=True)
     delta = _checks.nonneg_float(delta, "delta", positive=True, high=1.0)
     min_noise = _checks.nonneg_float(min_noise, "min_noise", positive=True)
@@ -302,7 +327,7 @@ def auto_termination_bo(
         min_iterations=min_iterations, ucb=acquisition == "ucb", num_candidates=num_candidates,
         num_uniform=num_candidates - num_candidates // 4, fit=fit_cfg, test_train_ratio=test_train_ratio,
         ddof=ddof, cand=cand, folds=folds, threshold_scale=threshold_scale, threshold=threshold,
-        beta_scale=beta_scale, delta=delta, fdtype=fdtype,
+        beta_scale=beta_scale, delta=delta, fdtype=fdtype, threshold_variance=threshold_variance,
     )
     return build_policy(cfg, init=_steps.init, ask=_steps.ask, tell=_steps.tell,
                         default_params=_steps.default_params, check_params=_steps.check_params,

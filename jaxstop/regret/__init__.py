@@ -20,17 +20,25 @@ evaluates.
 
 Conventions differ between the paper, the authors' released code and Optuna's
 ``RegretBoundEvaluator``; each difference is a parameter here (presets in
-:data:`CONVENTIONS`):
+:data:`CONVENTIONS`, which cites the line of the paper or code behind every value):
 
 * ``t`` of beta: number of evaluations (paper) or of fitted points (code, Optuna);
   ``|Gamma|``: number of hyperparameters = dimension in all three.
-* variance of the folds: sample variance, ddof 1 (paper) or ddof 0 (code, Optuna).
+* variance of the folds: ``s^2`` with ``1/k`` in all three (Algorithm 1, line 11;
+  ``np.std`` / ``np.var`` in the code and Optuna); ``ddof=1`` is an option.
 * threshold: the incumbent's at every iteration (paper, Optuna) or frozen at
-  iteration 20 (code).
+  iteration 20 (code); among tied values the newest evaluation is the incumbent in the
+  paper (Algorithm 1, line 9), the first in the code and Optuna.
+* the ``Ours_0.5`` rule: ``sqrt(0.5 s^2)`` in the paper's text (Sec. 4.1), ``0.5 / 0.21``
+  times Eq. (9)'s standard deviation in the code (1.54x larger for k = 10).
+* EI / PI baselines: the BO's own GP, fitted on every evaluation (paper, App. A.1.1), or
+  the values the authors' BO logged (code).
 * domain minimum of the LCB: random points and the fitted points (code: 2,000
   random; Optuna: 2,048 Sobol), here optionally refined by gradient steps.
 * iteration ``t`` of a replayed trace: after ``t + 1`` evaluations, or after ``t``
   (code: the last evaluation is never used).
+* the top set's minimum of 20 points (``min_points``) comes from the code and Optuna;
+  the paper says only "the top 50%".
 
 API conventions (shared with :mod:`jaxstop.gp` and :mod:`jaxstop.confidence`):
 
@@ -63,7 +71,8 @@ standardised values; bounds are computed on the latent function.
 Files: ``_bound.py`` (:func:`beta`, :func:`confidence_bounds`, :func:`regret_bound`),
 ``_acquisition.py`` (EI and PI), ``_top.py`` (:func:`top_mask`), ``_threshold.py``
 (:func:`cv_threshold`), ``_fit.py`` (:func:`fit_regret_bound`), ``_rules.py`` (the
-stopping rules, RYC and RTC), ``_replay.py`` (:func:`replay`, :data:`CONVENTIONS`),
+stopping rules, RYC and RTC), ``_replay.py`` (:func:`replay`), ``_conventions.py``
+(:data:`CONVENTIONS`),
 ``_options.py`` (:class:`FitOptions`, :class:`ReplayOptions`), ``_args.py`` (shared
 argument checks). They validate arguments; the computations they
 share with :mod:`jaxstop.policies.auto_termination` live in
@@ -75,7 +84,7 @@ from jaxstop._src.regret_bound import RegretBound as RegretBound
 from jaxstop._src.termination import FittedBound as FittedBound
 from jaxstop.regret._rules import Stops as Stops
 from jaxstop.regret._replay import ReplayResult as ReplayResult
-from jaxstop.regret._replay import CONVENTIONS as CONVENTIONS
+from jaxstop.regret._conventions import CONVENTIONS as CONVENTIONS
 from jaxstop.regret._options import FitOptions as FitOptions
 from jaxstop.regret._options import ReplayOptions as ReplayOptions
 from jaxstop.regret._bound import beta as beta

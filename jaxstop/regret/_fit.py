@@ -73,7 +73,8 @@ def fit_regret_bound(
         dim_mask: Real input dimensions, shape (d,) bool; default all.
         candidates: Domain points (m, d), or a number of uniform random points.
         fraction: Fraction of the evaluations in the fit.
-        min_points: Minimum number of points in the fit.
+        min_points: Minimum number of points in the fit (20: the authors' code and
+            Optuna; the paper gives none).
         beta_t: ``"fitted"`` (t = number of fitted points: Optuna, authors' code) or
             ``"evaluations"`` (t = number of evaluations: the paper).
         options: The other settings; default ``FitOptions()``.

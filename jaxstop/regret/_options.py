@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from jaxstop.regret._rules import DEFAULT_ACQ, DEFAULT_PATIENCE, DEFAULT_SCALES
+from jaxstop.regret._rules import DEFAULT_ACQ, DEFAULT_PATIENCE
 
 
 class FitOptions(NamedTuple):
@@ -65,31 +65,52 @@ class FitOptions(NamedTuple):
 class ReplayOptions(NamedTuple):
     """Settings of :func:`jaxstop.regret.replay`.
 
-    The first eight fields are those of the presets in
-    :data:`~jaxstop.regret.CONVENTIONS`; ``None`` (their default) takes the value of
-    ``replay``'s ``convention``, any other value overrides it.
+    The fields ``lag``, ``beta_t``, ``ddof``, ``fixed_threshold``, ``candidates``,
+    ``refine_steps``, ``fit_mean``, ``conv_rtol``, ``ours_scales``, ``ours_variances``,
+    ``acq_gp`` and ``ties`` are those of the presets in
+    :data:`~jaxstop.regret.CONVENTIONS`, which says which line of the paper, the authors'
+    code or Optuna each preset value follows; ``None`` (their default) takes the value of
+    ``replay``'s ``convention``, any other value overrides it. The other fields are the
+    same in every convention; their defaults are the paper's where it gives one (App.
+    A.2.3: ``delta = 0.1``, ``beta_scale = 0.2``, ``beta_size`` = the number of
+    hyperparameters; Eq. 9: ``test_train_ratio = 1/(k-1)``; Sec. 4: ``conv_patience``;
+    Table 3: the 1e-8 rows of EI and PI) and jaxstop's own (the fit's steps, the
+    segments) elsewhere.
 
     Attributes:
         lag: Row ``t`` uses the first ``t + 1 - lag`` evaluations.
         beta_t: ``"evaluations"`` or ``"fitted"`` (``t`` of :func:`~jaxstop.regret.beta`).
-        ddof: Of the fold variance (0 or 1).
+        ddof: Of the fold variance ``s^2`` (0: ``1/k``, the paper's Algorithm 1, line 11;
+            or 1).
         fixed_threshold: Freeze the threshold at iteration ``min_evaluations``.
         candidates: Random domain points per row (an int).
         refine_steps: Gradient refinement of the LCB minimum (0 = off).
         fit_mean: Fit a constant GP mean (True) or keep it at 0 (False).
         conv_rtol: Relative tolerance of Conv-i's ties.
-        ours_scales, conv_patience, ei_thresholds, pi_thresholds: The rules' settings
+        ours_scales: The ``Ours`` rules that multiply Eq. (9)'s standard deviation,
+            ``bound < scale * threshold`` (:func:`~jaxstop.regret.stop_iterations`).
+        conv_patience, ei_thresholds, pi_thresholds: The other rules' settings
             (:func:`~jaxstop.regret.stop_iterations`).
         beta_size: ``|Gamma|`` of :func:`~jaxstop.regret.beta`; None: the number of real
             dimensions.
         delta, beta_scale: Of :func:`~jaxstop.regret.beta`.
         test_train_ratio: Of :func:`~jaxstop.regret.cv_threshold`; None: ``1/(k-1)``.
         refine_starts: Starts of the LCB refinement.
-        first_fit_steps, fit_steps: Quasi-Newton steps of the first and later GP fits.
+        first_fit_steps, fit_steps: Quasi-Newton steps of the first and later GP fits
+            (each of the two GPs with ``acq_gp="all"``).
         fit_tol: Each fit stops once converged, as in :func:`~jaxstop.regret.fit_regret_bound`.
         min_noise: Lower bound on the GP noise variance relative to its amplitude.
         num_segments: Capacity segments (each is compiled separately).
         chunk_size: Candidates predicted at a time.
+        ours_variances: The ``Ours`` rules of the paper's text, ``bound < sqrt(v * s^2)``
+            for each variance factor ``v`` (Sec. 4.1: ``Ours_0.5`` is ``v = 0.5``).
+            ``Stops.ours`` holds the ``ours_scales`` rules, then these. When both are None
+            both come from the convention; when one is given the other defaults to none.
+        acq_gp: The GP of the EI / PI baselines: ``"all"`` (the BO's own GP, fitted on
+            every evaluation so far) or ``"top"`` (the bound's GP on the top set).
+            Recorded ``ei`` / ``pi`` passed to ``replay`` replace either.
+        ties: The incumbent among evaluations of equal value: ``"first"`` or ``"last"``
+            (the newest, Algorithm 1, line 9: ``y_t <= y_t^*``); it gives the threshold.
 
     Example:
         >>> from jaxstop import regret
@@ -106,7 +127,7 @@ class ReplayOptions(NamedTuple):
     refine_steps: int | None = None
     fit_mean: bool | None = None
     conv_rtol: float | None = None
-    ours_scales: Any = DEFAULT_SCALES
+    ours_scales: Any = None
     conv_patience: Any = DEFAULT_PATIENCE
     ei_thresholds: Any = DEFAULT_ACQ
     pi_thresholds: Any = DEFAULT_ACQ
@@ -121,8 +142,6 @@ class ReplayOptions(NamedTuple):
     min_noise: float = 1e-6
     num_segments: int = 4
     chunk_size: int = 1024
-
-
-def with_convention(options: ReplayOptions, convention: dict) -> ReplayOptions:
-    """``options`` with its ``None`` convention fields taken from the preset ``convention``."""
-    return options._replace(**{k: v for k, v in convention.items() if getattr(options, k) is None})
+    ours_variances: Any = None
+    acq_gp: str | None = None
+    ties: str | None = None

@@ -1,8 +1,9 @@
 """Replay of a recorded HPO trace: bound, threshold and every rule per iteration (:func:`replay`).
 
 The conventions of the paper, the authors' code and Optuna are presets
-(:data:`CONVENTIONS`); each row is one :func:`jaxstop._src.termination.fit_and_bound`
-inside a ``lax.scan`` per capacity segment.
+(:data:`~jaxstop.regret.CONVENTIONS`, in ``_conventions.py``); each row is one
+:func:`jaxstop._src.termination.fit_and_bound` (two with ``acq_gp="all"``: the bound's GP
+and the BO's) inside a ``lax.scan`` per capacity segment.
 """
 
 from __future__ import annotations
@@ -17,44 +18,16 @@ import numpy as np
 from jax.typing import ArrayLike
 
 from jaxstop import gp
-from jaxstop._src import checks as _checks, termination
+from jaxstop._src import checks as _checks, status, termination
 from jaxstop._src.status import Reason
 from jaxstop.regret import _args, _rules
-from jaxstop.regret._options import ReplayOptions, with_convention
+from jaxstop.regret._conventions import CONVENTIONS, with_convention
+from jaxstop.regret._options import ReplayOptions
 from jaxstop.regret._rules import Stops
 
 
-CONVENTIONS = {
-    "paper": dict(lag=0, beta_t="evaluations", ddof=1, fixed_threshold=False, candidates=512,
-                  refine_steps=10, fit_mean=True, conv_rtol=0.0),
-    "authors": dict(lag=1, beta_t="fitted", ddof=0, fixed_threshold=True, candidates=2000,
-                    refine_steps=0, fit_mean=True, conv_rtol=1e-12),
-    "optuna": dict(lag=0, beta_t="fitted", ddof=0, fixed_threshold=False, candidates=2048,
-                   refine_steps=0, fit_mean=False, conv_rtol=0.0),
-}
-"""Presets of :func:`replay`; each key is a field of :class:`ReplayOptions`, whose non-None
-values override the preset.
-
-* ``"paper"``: Makarova et al. (2022) as written: row ``t`` after ``t + 1``
-  evaluations, ``beta`` from (number of hyperparameters, number of evaluations),
-  sample variance of the folds, the incumbent's threshold at every iteration (Eq. 10),
-  the LCB minimum over 512 random points plus the fitted points, refined by 10
-  gradient steps from the best 8.
-* ``"authors"``: the released code behind Table 3: row ``i`` after ``i`` evaluations
-  (the last evaluation is never used), ``beta`` from (dimension, fitted points),
-  ``np.std`` of the folds (ddof 0), the threshold frozen at iteration 20, 2,000 random
-  points plus the fitted points, no refinement; Conv-i treats values equal to 12
-  significant digits as ties (the authors' incumbents passed through a CSV file).
-* ``"optuna"``: Optuna 5.0's ``RegretBoundEvaluator`` + ``CrossValidationErrorEvaluator``:
-  ``beta`` from (dimension, top points), zero GP mean, ddof 0, 2,048 random points plus
-  the top points, no refinement.
-
-EI / PI baselines: by default the maximum EI / PI of our GP over the candidates and
-fitted points (standardised values). The authors stopped on the EI / PI values that
-their BO logged (its own GP, fitted on all evaluations); pass those as ``ei`` / ``pi``
-to :func:`replay` to reproduce their stops. Thresholds such as 1e-8 are specific to the
-GP that produced the values: with ours the maximum EI rarely falls that low.
-"""
+ACQ_GP = ("all", "top")
+TIES = ("first", "last")
 
 
 class ReplayResult(NamedTuple):
@@ -67,25 +40,33 @@ class ReplayResult(NamedTuple):
 
     Attributes:
         bound: Regret upper bound (Eq. 8) in the units of ``values``, shape (T,).
-        threshold: CV threshold (Eq. 9-10) of the incumbent of that row, in the units
-            of ``values``, shape (T,).
+        threshold: CV threshold (Eq. 9-10) of the incumbent of that row,
+            ``sqrt((1/k + n_test/n_train) s^2)``, in the units of ``values``, shape (T,).
         ucb_min: Minimum UCB over the fitted points, units of ``values``, shape (T,).
         lcb_min: Domain minimum of the LCB, units of ``values``, shape (T,).
-        ei: Maximum expected improvement over the candidates (standardised units) or
-            the recorded values, shape (T,).
-        pi: Maximum probability of improvement, or the recorded values, shape (T,).
+        ei: Maximum expected improvement over the candidates and evaluated points, in the
+            standardised units of the GP that ``acq_gp`` names (see
+            :data:`~jaxstop.regret.CONVENTIONS`), or the recorded values; ``+inf`` where
+            not computed, shape (T,).
+        pi: Maximum probability of improvement, likewise, shape (T,).
         best: Incumbent value (running minimum of ``values``), shape (T,).
-        incumbent: Index of the incumbent evaluation (first one among ties), (T,) int32.
+        incumbent: Index of the incumbent evaluation (among ties the first, or the last
+            with ``ties="last"``), (T,) int32.
         num_evaluations: Evaluations behind each row, shape (T,) int32.
-        num_fitted: Points in the GP fit, shape (T,) int32.
+        num_fitted: Points in the bound's GP fit, shape (T,) int32.
         computed: Rows where the bound was computed, shape (T,) bool.
         ok: Rows whose bound was computed and is usable (every quantity of
-            :func:`fit_regret_bound` finite, from valid inputs), shape (T,) bool.
+            :func:`fit_regret_bound` finite, from valid inputs) and, with
+            ``acq_gp="all"`` and no recorded values, whose EI / PI come from a usable fit
+            of the BO's GP, shape (T,) bool.
         stops: :class:`Stops` of all rules.
-        params: GP hyperparameters of the last fitted row.
+        params: GP hyperparameters of the bound's last fitted row.
         reason: Per row, the :class:`jaxstop.Reason` of a computed row that is not ``ok``
-            (that of :func:`fit_regret_bound`), ``EMPTY`` on rows not computed, ``OK``
-            elsewhere; shape (T,) int32.
+            (that of :func:`fit_regret_bound`, else that of the BO's GP fit, whose EI / PI
+            are then ``+inf`` while the bound stays usable), ``EMPTY`` on rows not
+            computed, ``OK`` elsewhere; shape (T,) int32.
+        variance: The fold variance ``s^2`` behind ``threshold`` (``ddof``), shape (T,):
+            the ``ours_variances`` rules compare ``bound < sqrt(v * variance)``.
     """
 
     bound: jax.Array
@@ -103,12 +84,13 @@ class ReplayResult(NamedTuple):
     stops: Stops
     params: gp.GPParams
     reason: jax.Array
+    variance: jax.Array
 
 
 class _ReplayConfig(NamedTuple):
     lag: int
     t0: int
-    segments: tuple  # ((start, stop, capacity), ...), rows [t0, T)
+    segments: tuple  # ((start, stop, top capacity, BO-GP capacity), ...), rows [t0, T)
     fraction: float
     min_points: int
     min_evaluations: int
@@ -116,6 +98,7 @@ class _ReplayConfig(NamedTuple):
     ddof: int
     test_train_ratio: float | None
     fixed_threshold: bool
+    ties_last: bool
     num_candidates: int
     refine_steps: int
     refine_starts: int
@@ -127,10 +110,12 @@ class _ReplayConfig(NamedTuple):
     chunk_size: int
     recorded_ei: bool
     recorded_pi: bool
+    acq_all: bool  # fit the BO's GP on every evaluation for EI / PI
 
 
-def _segments(T: int, t0: int, lag: int, fraction: float, min_points: int, num_segments: int) -> tuple:
-    """Split rows [t0, T) into contiguous runs, each with the capacity its last row needs."""
+def _segments(T: int, t0: int, lag: int, fraction: float, min_points: int, num_segments: int, acq_all: bool) -> tuple:
+    """Split rows [t0, T) into contiguous runs, each with the capacities its last row needs:
+    the bound's top set, and every evaluation for the BO's GP (0 without it)."""
     if t0 >= T:
         return ()
     need = [min(T, max(0, t + 1 - lag), max(min_points, int(math.floor(fraction * max(0, t + 1 - lag)))))
@@ -141,21 +126,21 @@ def _segments(T: int, t0: int, lag: int, fraction: float, min_points: int, num_s
     segs = []
     for a, b in zip(bounds[:-1], bounds[1:]):
         if b > a:
-            segs.append((a, b, max(1, need[b - 1])))
-    # merge runs that ended up with the same capacity
+            segs.append((a, b, max(1, need[b - 1]), max(1, min(T, b - lag)) if acq_all else 0))
+    # merge runs that ended up with the same capacities
     merged = []
     for s in segs:
-        if merged and merged[-1][2] == s[2]:
-            merged[-1] = (merged[-1][0], s[1], s[2])
+        if merged and merged[-1][2:] == s[2:]:
+            merged[-1] = (merged[-1][0], s[1]) + s[2:]
         else:
             merged.append(s)
     return tuple(merged)
 
 
-def _replay_row(warm, t, data, cfg: _ReplayConfig, capacity: int):
-    """One row of the replay: the bound after the evaluations of row ``t``; ``warm`` is the
-    previous row's ``(params, inv_hessian)``, the warm start of this row's fit."""
-    params, inv_h = warm
+def _replay_row(warm, t, data, cfg: _ReplayConfig, capacity: int, acq_capacity: int):
+    """One row of the replay: the bound after the evaluations of row ``t`` and the EI / PI
+    maxima; ``warm`` is the previous row's ``(params, inv_hessian)`` of the bound's GP
+    and, with ``acq_capacity > 0``, of the BO's GP: the warm starts of this row's fits."""
     configs, values, avail0, dim_mask, key, size, delta, scale = data
     T = values.shape[0]
     avail = avail0 & (jnp.arange(T) < t + 1 - cfg.lag)
@@ -167,54 +152,77 @@ def _replay_row(warm, t, data, cfg: _ReplayConfig, capacity: int):
         fit_tol=cfg.fit_tol,
     )
     cand = jnp.zeros((0, configs.shape[1]), configs.dtype)
-    fb = termination.fit_and_bound(jax.random.fold_in(key, t), configs, values, avail, params, cand, dim_mask,
-                        size, delta, scale, fcfg, inv_h)
+    k_row = jax.random.fold_in(key, t)
+
+    def fit(cfg_, params, inv_h):
+        fb = termination.fit_and_bound(k_row, configs, values, avail, params, cand, dim_mask, size, delta, scale,
+                                       cfg_, inv_h)
+        # A failed fit does not poison the next rows: they start from the last finite one.
+        keep = fb.fit_info.ok
+        return fb, (jax.tree_util.tree_map(lambda a, b: jnp.where(keep, a, b), fb.params, params),
+                    jnp.where(keep, fb.inv_hessian, inv_h))
+
+    fb, warm_top = fit(fcfg, *warm[:2])
     rb = fb.bound
-    out = (rb.bound, rb.ucb_min, rb.lcb_min, fb.ei_max, fb.pi_max, fb.num_top, rb.reason)
-    # A failed fit does not poison the next rows: they start from the last finite one.
-    keep = fb.fit_info.ok
-    warm = (jax.tree_util.tree_map(lambda a, b: jnp.where(keep, a, b), fb.params, params),
-            jnp.where(keep, fb.inv_hessian, inv_h))
-    return warm, out
+    ei, pi, reason = fb.ei_max, fb.pi_max, rb.reason
+    if acq_capacity:
+        # The BO's GP on every evaluation (same random candidates: the same row key).
+        fa, warm_acq = fit(termination.acquisition_config(fcfg, acq_capacity), *warm[2:])
+        inf = jnp.asarray(jnp.inf, ei.dtype)
+        ei, pi = jnp.where(fa.ok, fa.ei_max, inf), jnp.where(fa.ok, fa.pi_max, inf)
+        reason = status.first_reason((rb.reason != int(Reason.OK), rb.reason),
+                                     (fa.reason != int(Reason.OK), fa.reason))
+        warm = warm_top + warm_acq
+    else:
+        warm = warm_top + tuple(warm[2:])
+    return warm, (rb.bound, rb.ucb_min, rb.lcb_min, ei, pi, fb.num_top, reason)
 
 
 def _replay_prefix(configs, values, fold_scores, mask, fold_mask, cfg: _ReplayConfig):
-    """Incumbent, best value, CV threshold and evaluation count of every row (no GP)."""
+    """Incumbent, best value, CV threshold, fold variance and evaluation count of every
+    row (no GP)."""
     T = values.shape[0]
     idx = jnp.arange(T)
     avail0 = mask & jnp.isfinite(values)
     rows = avail0[None, :] & (idx[None, :] < (idx + 1 - cfg.lag)[:, None])
     vals = jnp.where(rows, values[None, :], jnp.inf)
-    incumbent = jnp.argmin(vals, axis=1).astype(jnp.int32)
     best = jnp.min(vals, axis=1)
+    if cfg.ties_last:  # Algorithm 1, line 9: y_t <= y_t^* makes the newer one the incumbent
+        incumbent = jnp.max(jnp.where(rows & (vals == best[:, None]), idx[None, :], 0), axis=1).astype(jnp.int32)
+    else:
+        incumbent = jnp.argmin(vals, axis=1).astype(jnp.int32)
     num_eval = jnp.sum(rows, axis=1).astype(jnp.int32)
     # Folds of padded evaluations are inert like the evaluations themselves.
-    thr_all = termination.cv_threshold(fold_scores, fold_mask & mask[:, None], cfg.test_train_ratio, cfg.ddof)
-    return avail0, incumbent, best, num_eval, thr_all[incumbent]
+    real_folds = fold_mask & mask[:, None]
+    var_all, _ = termination.cv_variance(fold_scores, real_folds, cfg.ddof)
+    thr_all = termination.cv_threshold(fold_scores, real_folds, cfg.test_train_ratio, cfg.ddof)
+    return avail0, incumbent, best, num_eval, thr_all[incumbent], var_all[incumbent]
 
 
 def _replay_impl(key, configs, values, fold_scores, mask, fold_mask, dim_mask, ei_rec, pi_rec, size, delta, scale,
-                 scales, patience, ei_t, pi_t, conv_rtol, cfg: _ReplayConfig, *, python_loop: bool = False):
+                 scales, variances, patience, ei_t, pi_t, conv_rtol, cfg: _ReplayConfig, *, python_loop: bool = False):
     dt = values.dtype
     T = values.shape[0]
-    avail0, incumbent, best, num_eval, threshold = _replay_prefix(configs, values, fold_scores, mask, fold_mask, cfg)
+    avail0, incumbent, best, num_eval, threshold, variance = _replay_prefix(configs, values, fold_scores, mask,
+                                                                            fold_mask, cfg)
     # The fit sees every real row: a non-finite value there (traced input) is reported by
     # its status (Reason.BAD_INPUT), not silently dropped.
     data = (configs, values, mask, dim_mask, key, size, delta, scale)
     d = configs.shape[1]
-    fit_state = (termination.default_params(d, dim_mask, dt), jnp.zeros((d + 3, d + 3), dt))  # zeros: no curvature yet
+    start = (termination.default_params(d, dim_mask, dt), jnp.zeros((d + 3, d + 3), dt))  # zeros: no curvature yet
+    fit_state = start + start  # the bound's GP, the BO's GP
     inf = jnp.asarray(jnp.inf, dt)
     outs = [(jnp.full((cfg.t0,), inf), jnp.full((cfg.t0,), inf), jnp.full((cfg.t0,), -inf),
              jnp.full((cfg.t0,), inf), jnp.full((cfg.t0,), inf), jnp.zeros((cfg.t0,), jnp.int32),
              jnp.full((cfg.t0,), int(Reason.EMPTY), jnp.int32))]
-    for j, (start, stop, cap) in enumerate(cfg.segments):
+    for j, (start, stop, cap, acq_cap) in enumerate(cfg.segments):
         ts = jnp.arange(start, stop, dtype=jnp.int32)
         if j == 0:
             # Cold start: the first row is fitted ceil(first_fit_steps / fit_steps) times
             # in a row (the same compiled body as every other row); its last pass counts.
             warm = -(-cfg.first_fit_steps // cfg.fit_steps) - 1
             ts = jnp.concatenate([jnp.full((warm,), start, jnp.int32), ts])
-        body = partial(_replay_row, data=data, cfg=cfg, capacity=cap)
+        body = partial(_replay_row, data=data, cfg=cfg, capacity=cap, acq_capacity=acq_cap)
         if python_loop:
             step = jax.jit(body)
             seg = []
@@ -233,11 +241,11 @@ def _replay_impl(key, configs, values, fold_scores, mask, fold_mask, dim_mask, e
     bound = jnp.where(computed, bound, inf)
     ei = ei_rec if cfg.recorded_ei else jnp.where(computed, ei, inf)
     pi = pi_rec if cfg.recorded_pi else jnp.where(computed, pi, inf)
-    stops = _rules.stop_rules(bound, threshold, best, num_eval, mask, ei, pi, scales, patience, ei_t, pi_t,
-                        min_evaluations=cfg.min_evaluations, fixed_threshold=cfg.fixed_threshold,
-                        conv_rtol=conv_rtol)
+    stops = _rules.stop_rules(bound, threshold, variance, best, num_eval, mask, ei, pi, scales, variances, patience,
+                              ei_t, pi_t, min_evaluations=cfg.min_evaluations, fixed_threshold=cfg.fixed_threshold,
+                              conv_rtol=conv_rtol)
     return ReplayResult(bound, threshold, ucb, lcb, ei, pi, best, incumbent, num_eval, num_fit, computed,
-                        reason == int(Reason.OK), stops, fit_state[0], reason)
+                        reason == int(Reason.OK), stops, fit_state[0], reason, variance)
 
 
 _replay_jit = jax.jit(_replay_impl, static_argnames=("cfg", "python_loop"))
@@ -271,12 +279,18 @@ def replay(
     ``lax.scan`` per capacity segment: the top set is gathered into a fixed capacity that
     grows in ``num_segments`` steps with ``t`` (no recompilation as the trace grows), so
     ``jax.vmap`` over traces works. Only rows that may stop (``n_t >= min_evaluations``)
-    are computed. Makarova et al. (2022), Sec. 4.1 and Algorithm 1.
+    are computed. Makarova et al. (2022), Sec. 4.1 and Algorithm 1. With ``acq_gp="all"``
+    (every convention's default) each row also fits the BO's own GP on all ``n_t``
+    evaluations (warm-started along the trace in the same scan, capacity ``n_t`` per
+    segment) for the EI / PI baselines; recorded ``ei`` and ``pi`` make it unnecessary.
 
     The stopping rules (:func:`stop_iterations`): ours with threshold
-    ``scale * cv_threshold(incumbent folds)`` for each of ``ours_scales`` (default: the
-    paper's ``Ours_0.21`` = Nadeau-Bengio and ``Ours_0.5``), Conv-i for
-    ``conv_patience``, EI and PI below ``ei_thresholds`` / ``pi_thresholds``.
+    ``scale * cv_threshold(incumbent folds)`` for each of ``ours_scales`` and
+    ``sqrt(v * s^2)`` for each of ``ours_variances`` (by default the convention's:
+    ``Ours_0.21`` and ``Ours_0.5`` of the paper's text or of the authors' code), Conv-i
+    for ``conv_patience``, EI and PI below ``ei_thresholds`` / ``pi_thresholds``. Which line
+    of the paper, the authors' code or Optuna each setting follows:
+    :data:`CONVENTIONS`.
 
     The data, the convention and the top set are arguments; every other setting is a
     field of ``options`` (:class:`ReplayOptions`, which documents them).
@@ -300,14 +314,18 @@ def replay(
         dim_mask: Real input dimensions, shape (d,) bool; padded dimensions must be 0 in
             ``configs``.
         ei, pi: Recorded acquisition values per row, shape (T,), used by the EI / PI
-            rules instead of our GP's (the authors logged the EI / PI of their BO, computed
+            rules instead of a GP's (the authors logged the EI / PI of their BO, computed
             from the first ``t`` evaluations: row ``t`` of ``"authors"``).
         convention: ``"paper"``, ``"authors"`` or ``"optuna"`` (see :data:`CONVENTIONS`):
             the values of the ``options`` fields ``lag``, ``beta_t``, ``ddof``,
-            ``fixed_threshold``, ``candidates``, ``refine_steps``, ``fit_mean`` and
-            ``conv_rtol`` that are left at None.
-        fraction, min_points: Top set of the fit (:func:`top_mask`).
-        min_evaluations: No rule fires before this many evaluations (20 in the paper).
+            ``fixed_threshold``, ``candidates``, ``refine_steps``, ``fit_mean``,
+            ``conv_rtol``, ``ours_scales``, ``ours_variances``, ``acq_gp`` and ``ties``
+            that are left at None.
+        fraction, min_points: Top set of the bound's fit (:func:`top_mask`): the top 50%
+            (Sec. 4 of the paper), at least ``min_points = 20`` (the authors' code and
+            Optuna; the paper gives no minimum).
+        min_evaluations: No rule fires before this many evaluations, and rows before it
+            are not computed (Sec. 4.1: "only after the first 20 iterations").
         options: The other settings; default ``ReplayOptions()``.
         **deprecated_keywords: Deprecated: ``key`` (see above) and the fields of
             :class:`ReplayOptions` as keywords, applied on top of ``options``.
@@ -390,6 +408,10 @@ def replay(
         raise ValueError(f"beta_t must be one of {termination.BETA_T}, got {opts.beta_t!r}")
     if isinstance(opts.ddof, bool) or opts.ddof not in (0, 1):
         raise ValueError(f"ddof must be 0 or 1, got {opts.ddof!r}")
+    if opts.acq_gp not in ACQ_GP:
+        raise ValueError(f"acq_gp must be one of {ACQ_GP}, got {opts.acq_gp!r}")
+    if opts.ties not in TIES:
+        raise ValueError(f"ties must be one of {TIES}, got {opts.ties!r}")
     fraction = _args.float_param(fraction, "fraction", high=1.0)
     min_points = _checks.positive_int(min_points, "min_points")
     min_evaluations = _checks.positive_int(min_evaluations, "min_evaluations")
@@ -398,10 +420,12 @@ def replay(
         test_train_ratio = _args.float_param(test_train_ratio, "test_train_ratio", low=-1e-300)
     num_segments = _checks.positive_int(opts.num_segments, "num_segments")
     t0 = min_evaluations - 1 + lag
+    acq_all = opts.acq_gp == "all" and (rec["ei"] is None or rec["pi"] is None)
     cfg = _ReplayConfig(
-        lag=lag, t0=min(t0, T), segments=_segments(T, t0, lag, fraction, min_points, num_segments),
+        lag=lag, t0=min(t0, T), segments=_segments(T, t0, lag, fraction, min_points, num_segments, acq_all),
         fraction=fraction, min_points=min_points, min_evaluations=min_evaluations, beta_t=opts.beta_t,
         ddof=int(opts.ddof), test_train_ratio=test_train_ratio, fixed_threshold=bool(opts.fixed_threshold),
+        ties_last=opts.ties == "last",
         num_candidates=_checks.positive_int(opts.candidates, "candidates"),
         refine_steps=_args.nonneg_int(opts.refine_steps, "refine_steps"),
         refine_starts=_checks.positive_int(opts.refine_starts, "refine_starts"),
@@ -411,17 +435,19 @@ def replay(
         fit_mean=bool(opts.fit_mean),
         min_noise=_args.float_param(opts.min_noise, "min_noise"),
         chunk_size=_checks.positive_int(opts.chunk_size, "chunk_size"),
-        recorded_ei=rec["ei"] is not None, recorded_pi=rec["pi"] is not None,
+        recorded_ei=rec["ei"] is not None, recorded_pi=rec["pi"] is not None, acq_all=acq_all,
     )
     conv_rtol = float(opts.conv_rtol)
     if not conv_rtol >= 0:
         raise ValueError(f"conv_rtol must be >= 0, got {conv_rtol}")
-    scales, patience, ei_t, pi_t = _rules.rule_arrays(opts.ours_scales, opts.conv_patience, opts.ei_thresholds,
-                                                      opts.pi_thresholds, dt)
+    scales, variances, patience, ei_t, pi_t = _rules.rule_arrays(opts.ours_scales, opts.ours_variances,
+                                                                 opts.conv_patience, opts.ei_thresholds,
+                                                                 opts.pi_thresholds, dt)
     size = _args.beta_size(opts.beta_size, dim_mask, dt)
     return _replay_jit(key, configs, values, fold_scores, mask, fold_mask, dim_mask, rec["ei"], rec["pi"], size,
                        jnp.asarray(_args.float_param(opts.delta, "delta", high=1.0), dt),
-                       jnp.asarray(_args.float_param(opts.beta_scale, "beta_scale"), dt), scales, patience, ei_t, pi_t,
+                       jnp.asarray(_args.float_param(opts.beta_scale, "beta_scale"), dt), scales, variances, patience,
+                       ei_t, pi_t,
                        jnp.asarray(conv_rtol, dt), cfg=cfg)
 
 

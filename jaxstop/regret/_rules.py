@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.typing import ArrayLike
 
-from jaxstop._src import checks as _checks
+from jaxstop._src import checks as _checks, termination
 from jaxstop.regret import _args
 
 
@@ -22,7 +22,9 @@ class Stops(NamedTuple):
     matching ``*_fired`` entry is False.
 
     Attributes:
-        ours: Regret bound below ``scale * threshold``, one entry per scale, shape (S,).
+        ours: Regret bound below the rule's threshold, one entry per rule, shape (S + V,):
+            first the ``ours_scales`` rules (``scale * threshold``), then the
+            ``ours_variances`` rules (``sqrt(v * variance)``), see :func:`stop_iterations`.
         conv: Conv-i (incumbent unchanged for ``i`` rows), one per patience, shape (C,).
         ei: Expected improvement below a threshold, one per threshold, shape (E,).
         pi: Probability of improvement below a threshold, shape (P,).
@@ -131,18 +133,26 @@ def _convergence_stop_jit(best, patience, mask, start, rtol):
     return _first_row(cond, _last_row(mask))
 
 
-def stop_rules(bound, threshold, best, num_eval, valid, ei, pi, ours_scales, conv_patience, ei_thr, pi_thr,
-                *, min_evaluations: int, fixed_threshold: bool, conv_rtol):
+def stop_rules(bound, threshold, variance, best, num_eval, valid, ei, pi, ours_scales, ours_variances, conv_patience,
+               ei_thr, pi_thr, *, min_evaluations: int, fixed_threshold: bool, conv_rtol):
     allowed = valid & (num_eval >= min_evaluations)
     last = _last_row(valid)
     first = jnp.argmax(allowed)
-    thr = jnp.broadcast_to(threshold[first], threshold.shape) if fixed_threshold else threshold
+    if fixed_threshold:
+        threshold = jnp.broadcast_to(threshold[first], threshold.shape)
+        variance = jnp.broadcast_to(variance[first], variance.shape)
 
     def stops(cond):
         row, fired = _first_row(cond & allowed[None, :], last)
         return num_eval[row], fired
 
-    ours, ours_f = stops(bound[None, :] < ours_scales[:, None] * thr[None, :])
+    # One rule per scale, then one per variance factor (the other factor 0).
+    dt = threshold.dtype
+    n_s, n_v = ours_scales.shape[0], ours_variances.shape[0]
+    scale = jnp.concatenate([ours_scales, jnp.zeros((n_v,), dt)])
+    factor = jnp.concatenate([jnp.zeros((n_s,), dt), ours_variances])
+    rule_thr = termination.scaled_threshold(threshold[None, :], variance[None, :], scale[:, None], factor[:, None])
+    ours, ours_f = stops(bound[None, :] < rule_thr)
     count = _conv_counts(best, allowed, conv_rtol)
     conv, conv_f = stops(count[None, :] == conv_patience[:, None])
     if ei is None:
@@ -157,6 +167,8 @@ def stop_rules(bound, threshold, best, num_eval, valid, ei, pi, ours_scales, con
 
 
 DEFAULT_SCALES = (1.0, 0.5 / 0.21)
+"""``ours_scales`` of the authors' code: ``Ours_0.21`` and ``Ours_0.5`` as ``c / 0.21`` times
+the Nadeau-Bengio standard deviation (``src/stop_methods.py``, line 17)."""
 
 
 DEFAULT_PATIENCE = (10, 30, 50)
@@ -165,9 +177,14 @@ DEFAULT_PATIENCE = (10, 30, 50)
 DEFAULT_ACQ = (1e-8,)
 
 
-def rule_arrays(ours_scales, conv_patience, ei_thresholds, pi_thresholds, dt):
+def rule_arrays(ours_scales, ours_variances, conv_patience, ei_thresholds, pi_thresholds, dt):
     scales = _checks.float_array(ours_scales, "ours_scales", dt)
     _checks.check_rank(scales, 1, "ours_scales", "(one scale per rule)")
+    variances = _checks.float_array(ours_variances, "ours_variances", dt)
+    _checks.check_rank(variances, 1, "ours_variances", "(one variance factor per rule)")
+    for name, a in (("ours_scales", scales), ("ours_variances", variances)):
+        if _checks.is_concrete(a) and not np.all(np.isfinite(np.asarray(a)) & (np.asarray(a) >= 0)):
+            raise ValueError(f"{name} must be finite and >= 0, got {np.asarray(a).tolist()}")
     patience = jnp.asarray(conv_patience)
     if patience.ndim != 1 or not jnp.issubdtype(patience.dtype, jnp.integer):
         raise TypeError(f"conv_patience must be a 1-D sequence of ints, got {patience.dtype} of shape {patience.shape}")
@@ -177,7 +194,7 @@ def rule_arrays(ours_scales, conv_patience, ei_thresholds, pi_thresholds, dt):
     pi_t = _checks.float_array(pi_thresholds, "pi_thresholds", dt)
     _checks.check_rank(ei_t, 1, "ei_thresholds")
     _checks.check_rank(pi_t, 1, "pi_thresholds")
-    return scales, patience.astype(jnp.int32), ei_t, pi_t
+    return scales, variances, patience.astype(jnp.int32), ei_t, pi_t
 
 
 def stop_iterations(
@@ -196,17 +213,33 @@ def stop_iterations(
     ei_thresholds=DEFAULT_ACQ,
     pi_thresholds=DEFAULT_ACQ,
     conv_rtol: float = 0.0,
+    variance: ArrayLike | None = None,
+    ours_variances=(),
 ) -> Stops:
     """Stopping iteration of every rule of Makarova et al. (2022) along a trace.
 
     Row ``t`` describes the search after ``num_evaluations[t]`` evaluations. A rule
-    may fire only on real rows with at least ``min_evaluations`` evaluations (the paper
-    never stops during the first 20 iterations):
+    may fire only on real rows with at least ``min_evaluations`` evaluations (Sec. 4.1:
+    "the termination is triggered only after the first 20 iterations"):
 
-    * ours (Eq. 10): ``bound[t] < scale * threshold[t]``; with ``fixed_threshold`` the
-      threshold of the first row that may stop is used throughout, as in the authors'
-      code. ``scale = 1`` with the Nadeau-Bengio threshold is the paper's
-      ``Ours_0.21``; ``Ours_0.5`` is ``scale = 0.5 / 0.21``.
+    * ours (Eq. 10), two forms of the rule's threshold, every rule of either form one
+      entry of ``Stops.ours`` (the ``ours_scales`` rules first):
+
+      - ``bound[t] < scale * threshold[t]`` for each of ``ours_scales``: a multiple of
+        the standard deviation of Eq. (9). ``scale = 1`` with the Nadeau-Bengio
+        threshold is the paper's ``Ours_0.21`` (Eq. 9 itself); ``scale = c / 0.21`` is
+        the authors' code's ``Ours_c`` (``src/stop_methods.py``, line 17), the default
+        ``(1, 0.5 / 0.21)``.
+      - ``bound[t] < sqrt(v * variance[t])`` for each ``v`` of ``ours_variances``, with
+        ``variance`` the fold variance ``s^2`` behind ``threshold``: the threshold of the
+        paper's text, Sec. 4.1 ("empirical scaling 0.5 s^2": ``Ours_0.5`` is ``v = 0.5``).
+        For k folds and the ratio ``r`` of Eq. (9) this is ``sqrt(v / (1/k + r))`` times
+        the Eq. (9) threshold: ``sqrt(0.5 / 0.2111) = 1.54`` for k = 10, where the code
+        multiplies by ``0.5 / 0.21 = 2.38``.
+
+      With ``fixed_threshold`` the threshold (and variance) of the first row that may
+      stop is used throughout, as in the authors' code (``src/stop_methods.py``, lines
+      16-17); otherwise each row's own (Algorithm 1, lines 9-12: the incumbent's).
     * Conv-i: :func:`convergence_stop` counted from the first row that may stop.
     * EI / PI: ``ei[t] < threshold`` (resp. ``pi``).
 
@@ -220,21 +253,25 @@ def stop_iterations(
         pi: Probability of improvement per row, shape (T,); ``None`` skips the PI rules.
         mask: Which rows are real, shape (T,) bool; default all.
         min_evaluations: No rule fires with fewer evaluations.
-        ours_scales: Multipliers of ``threshold``, shape (S,).
+        ours_scales: Multipliers of ``threshold``, shape (S,), finite and >= 0.
         fixed_threshold: Freeze the threshold at the first row that may stop.
         conv_patience: Patiences ``i`` of Conv-i, shape (C,) ints.
         ei_thresholds: Thresholds of the EI rule, shape (E,).
         pi_thresholds: Thresholds of the PI rule, shape (P,).
         conv_rtol: Relative tolerance of an improvement in Conv-i.
+        variance: Fold variance ``s^2`` of the incumbent per row, shape (T,) (e.g.
+            :attr:`ReplayResult.variance`); required when ``ours_variances`` is not empty.
+        ours_variances: Variance factors ``v`` of the ``sqrt(v s^2)`` rules, shape (V,),
+            finite and >= 0; default none.
 
     Returns:
         :class:`Stops`, as numbers of evaluations.
 
     Padded rows (``mask`` False) are inert. A NaN on a real row of ``bound``,
-    ``threshold``, ``best_so_far``, ``ei`` or ``pi`` raises ``ValueError`` naming it
-    (concrete input); traced, a NaN never satisfies a rule (``bound < NaN`` is False; for
-    Conv-i the row does not improve). ``+inf`` is a value (a bound not computed).
-    float16 / bfloat16 raise ``TypeError``.
+    ``threshold``, ``variance``, ``best_so_far``, ``ei`` or ``pi`` raises ``ValueError``
+    naming it (concrete input); traced, a NaN never satisfies a rule (``bound < NaN`` is
+    False; for Conv-i the row does not improve). ``+inf`` is a value (a bound not
+    computed). float16 / bfloat16 raise ``TypeError``.
 
     Example:
         >>> import jax.numpy as jnp
@@ -242,19 +279,19 @@ def stop_iterations(
         >>> n = jnp.arange(1, 31)
         >>> bound = 1.0 / n                       # falls below 0.04 after 25 evaluations
         >>> s = regret.stop_iterations(bound, jnp.full(30, 0.04), jnp.ones(30), n,
-        ...                            ours_scales=(1.0,), conv_patience=(5,))
-        >>> s.ours.tolist(), s.conv.tolist()
-        ([26], [25])
+        ...                            ours_scales=(1.0,), conv_patience=(5,),
+        ...                            variance=jnp.full(30, 0.00405), ours_variances=(0.5,))
+        >>> s.ours.tolist(), s.conv.tolist()        # sqrt(0.5 * 0.00405) = 0.045
+        ([26, 23], [25])
     """
     bound = _checks.float_array(bound, "bound")
     _checks.check_rank(bound, 1, "bound", "with shape (T,)")
     dt = bound.dtype
     shape = bound.shape
     arrays = {"threshold": threshold, "best_so_far": best_so_far}
-    if ei is not None:
-        arrays["ei"] = ei
-    if pi is not None:
-        arrays["pi"] = pi
+    for name, a in (("ei", ei), ("pi", pi), ("variance", variance)):
+        if a is not None:
+            arrays[name] = a
     conv = {}
     for name, a in arrays.items():
         a = _checks.float_array(a, name, dt)
@@ -269,17 +306,22 @@ def stop_iterations(
     for name, a in conv.items():
         _args.no_nan_where(a, mask, name)
     min_evaluations = _args.nonneg_int(min_evaluations, "min_evaluations")
-    scales, patience, ei_t, pi_t = rule_arrays(ours_scales, conv_patience, ei_thresholds, pi_thresholds, dt)
-    return _stop_rules_jit(bound, conv["threshold"], conv["best_so_far"], num_evaluations.astype(jnp.int32), mask,
-                           conv.get("ei"), conv.get("pi"), scales, patience, ei_t, pi_t, jnp.asarray(conv_rtol, dt),
-                           min_evaluations=min_evaluations, fixed_threshold=bool(fixed_threshold))
+    scales, variances, patience, ei_t, pi_t = rule_arrays(ours_scales, ours_variances, conv_patience, ei_thresholds,
+                                                          pi_thresholds, dt)
+    if variances.shape[0] and variance is None:
+        raise ValueError("ours_variances needs variance, the fold variance s^2 of the incumbent per row")
+    var = conv.get("variance", jnp.zeros(shape, dt))
+    return _stop_rules_jit(bound, conv["threshold"], var, conv["best_so_far"], num_evaluations.astype(jnp.int32),
+                           mask, conv.get("ei"), conv.get("pi"), scales, variances, patience, ei_t, pi_t,
+                           jnp.asarray(conv_rtol, dt), min_evaluations=min_evaluations,
+                           fixed_threshold=bool(fixed_threshold))
 
 
 @partial(jax.jit, static_argnames=("min_evaluations", "fixed_threshold"))
-def _stop_rules_jit(bound, threshold, best, num_eval, valid, ei, pi, scales, patience, ei_t, pi_t, rtol, *,
-                    min_evaluations, fixed_threshold):
-    return stop_rules(bound, threshold, best, num_eval, valid, ei, pi, scales, patience, ei_t, pi_t,
-                       min_evaluations=min_evaluations, fixed_threshold=fixed_threshold, conv_rtol=rtol)
+def _stop_rules_jit(bound, threshold, variance, best, num_eval, valid, ei, pi, scales, variances, patience, ei_t,
+                    pi_t, rtol, *, min_evaluations, fixed_threshold):
+    return stop_rules(bound, threshold, variance, best, num_eval, valid, ei, pi, scales, variances, patience, ei_t,
+                      pi_t, min_evaluations=min_evaluations, fixed_threshold=fixed_threshold, conv_rtol=rtol)
 
 
 def ryc(y_final: ArrayLike, y_stop: ArrayLike) -> jax.Array:

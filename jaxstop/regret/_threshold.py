@@ -15,15 +15,22 @@ def cv_threshold(
     mask: ArrayLike | None = None,
     *,
     test_train_ratio: float | None = None,
-    ddof: int = 1,
+    ddof: int = 0,
 ) -> jax.Array:
     """Stopping threshold from k-fold CV scores, Eq. (9)-(10) of Makarova et al. (2022).
 
     ``sqrt((1/k + n_test/n_train) * s^2)``: the standard deviation of the CV estimate
     with the correction of Nadeau and Bengio (2003); for k-fold CV
     ``n_test/n_train = 1/(k-1)`` (0.21 s^2 for k = 10). ``s^2`` is the variance of the
-    k fold scores with ``ddof`` (1: sample variance, the default; 0: ``np.var``, as in
-    the authors' code and Optuna).
+    k fold scores with ``1 / (k - ddof)``: ``ddof = 0`` (the default) is the paper's
+    ``s_cv^2 = (1/k) sum_i (y_t - y_t^i)^2`` (Algorithm 1, line 11), also the authors'
+    code (``np.std``, ``bin/start_gap_estimation.py``, line 102) and Optuna
+    (``np.var``, ``optuna/terminator/erroreval.py``); ``ddof = 1`` is the unbiased
+    sample variance.
+
+    The paper's other threshold, ``sqrt(0.5 s^2)`` (Sec. 4.1, ``Ours_0.5``), is
+    ``cv_threshold(...) * sqrt(0.5 / (1/k + n_test/n_train))`` (see
+    :func:`stop_iterations`'s ``ours_variances``).
 
     Args:
         fold_scores: Fold scores, shape (..., k); the last axis holds the folds.
@@ -31,7 +38,7 @@ def cv_threshold(
             real folds; padded folds are inert (whatever they hold, NaN included,
             changes nothing).
         test_train_ratio: ``|D_i| / |D_-i|``; default ``1/(k-1)``.
-        ddof: Delta degrees of freedom of ``s^2`` (0 or 1).
+        ddof: Delta degrees of freedom of ``s^2`` (0, the paper's, or 1).
 
     Returns:
         Threshold, shape (...). Where fewer than 2 folds are real (or ``k <= ddof``)
@@ -49,9 +56,9 @@ def cv_threshold(
     Example:
         >>> import jax.numpy as jnp
         >>> from jaxstop import regret
-        >>> s = jnp.array([0.1, 0.2, 0.3, 0.4])           # var (ddof 1) = 1/60
-        >>> round(float(regret.cv_threshold(s)), 6)      # sqrt((1/4 + 1/3) / 60)
-        0.098601
+        >>> s = jnp.array([0.1, 0.2, 0.3, 0.4])           # s^2 = (1/4) sum (s - 0.25)^2 = 1/80
+        >>> round(float(regret.cv_threshold(s)), 6)      # sqrt((1/4 + 1/3) / 80)
+        0.085391
     """
     fold_scores = _checks.float_array(fold_scores, "fold_scores")
     if fold_scores.ndim < 1:

@@ -16,10 +16,12 @@ def top_mask(y: ArrayLike, mask: ArrayLike | None = None, fraction: float = 0.5,
     """The evaluations the regret bound's GP is fitted on: the best ``fraction``.
 
     ``top = max(min_points, floor(fraction * n))`` of the lowest values among the ``n``
-    real entries (all of them when ``n <= min_points``). Makarova et al. (2022, Sec. 4)
-    fit on the top 50% (Fig. 2); ``min_points = 20`` as in the authors' code and
-    Optuna. Ties are broken by position (earlier first), so exactly ``top`` entries are
-    selected (Optuna keeps every entry tied with the last one).
+    real entries (all of them when ``n <= min_points``). Makarova et al. (2022, Sec. 4,
+    "Selecting the data for the bound estimate", Fig. 2) fit on the top 50% and give no
+    minimum; ``min_points = 20`` comes from the authors' code
+    (``bin/start_gap_estimation.py``, line 79: ``max(20, int(i * topq))``) and Optuna
+    (``DEFAULT_MIN_N_TRIALS``). Ties are broken by position (earlier first), so exactly
+    ``top`` entries are selected (Optuna keeps every entry tied with the last one).
 
     Args:
         y: Values (minimised), shape (n,).

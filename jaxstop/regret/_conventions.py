@@ -1,0 +1,148 @@
+"""The presets of :func:`jaxstop.regret.replay` (:data:`CONVENTIONS`) and how
+:class:`~jaxstop.regret.ReplayOptions` takes them (:func:`with_convention`)."""
+
+from __future__ import annotations
+
+from jaxstop.regret._rules import DEFAULT_SCALES
+
+CONVENTIONS = {
+    "paper": dict(lag=0, beta_t="evaluations", ddof=0, fixed_threshold=False, ties="last", candidates=512,
+                  refine_steps=10, fit_mean=True, conv_rtol=0.0, ours_scales=(1.0,), ours_variances=(0.5,),
+                  acq_gp="all"),
+    "authors": dict(lag=1, beta_t="fitted", ddof=0, fixed_threshold=True, ties="first", candidates=2000,
+                    refine_steps=0, fit_mean=True, conv_rtol=1e-12, ours_scales=DEFAULT_SCALES, ours_variances=(),
+                    acq_gp="all"),
+    "optuna": dict(lag=0, beta_t="fitted", ddof=0, fixed_threshold=False, ties="first", candidates=2048,
+                   refine_steps=0, fit_mean=False, conv_rtol=0.0, ours_scales=(1.0,), ours_variances=(),
+                   acq_gp="all"),
+}
+"""Presets of :func:`replay`; each key is a field of :class:`ReplayOptions`, whose values
+other than None override the preset.
+
+Sources: the paper is Makarova et al. (2022), *Automatic Termination for Hyperparameter
+Optimization* (Algorithm 1 in App. A.1.2); "the authors' code" is
+amazon-research/bo-early-stopping (``bin/start_gap_estimation.py``, ``src/stop_methods.py``,
+``src/enhanced_gp.py``, ``src/constant.py``), the code behind Table 3; "Optuna" is
+Optuna 5.0's ``optuna/terminator`` (``improvement/evaluator.py``: ``RegretBoundEvaluator``,
+``erroreval.py``: ``CrossValidationErrorEvaluator``, ``terminator.py``: ``Terminator``).
+
+``"paper"``: the paper as written.
+
+* ``lag=0``: row ``t`` after ``t + 1`` evaluations: Algorithm 1, lines 14-17 (round
+  ``t`` adds ``gamma_t`` to ``G_t`` before it computes the bound).
+* ``beta_t="evaluations"``: App. A.2.3, ``beta_t = 2 log(|Gamma| t^2 pi^2 / (6 delta))``
+  with ``t`` the iteration (the number of evaluations), ``delta = 0.1``, ``|Gamma|`` the
+  number of hyperparameters, scaled down by 5 (``ReplayOptions.delta``, ``beta_scale``,
+  ``beta_size``, the same in every convention).
+* ``ddof=0``: ``s_cv^2 = (1/k) sum_i (y_t - y_t^i)^2``, Algorithm 1, line 11.
+* ``fixed_threshold=False``: the variance is recomputed whenever the incumbent changes,
+  Algorithm 1, lines 9-12, and compared at every round, line 17 / Eq. (10).
+* ``ties="last"``: Algorithm 1, line 9 (``y_t <= y_t^*``): a value equal to the
+  incumbent's makes the newer evaluation the incumbent (its folds give the threshold).
+* ``candidates=512``, ``refine_steps=10``: the minimum of the LCB over ``Gamma`` in
+  Eq. (8) (Algorithm 1, line 16). The paper does not say how it is found; here over 512
+  random points plus the fitted points, refined by 10 gradient steps from the best 8 (a
+  random grid alone overestimates the minimum, which shrinks the bound).
+* ``fit_mean=True``: App. A.1.1 (the GP's hyperparameters include "a scalar mean value").
+* ``conv_rtol=0.0``: Sec. 4, Baselines (Conv-i: the best value "remains unchanged").
+* ``ours_scales=(1.0,)``, ``ours_variances=(0.5,)``: Sec. 4.1, Methods setup, and
+  Table 3: ``Ours_0.21`` is Eq. (9), ``sqrt((1/k + 1/(k-1)) s^2)`` (0.21 s^2 for k = 10),
+  ``Ours_0.5`` the "empirical scaling 0.5 s_cv^2", ``sqrt(0.5 s^2)``, i.e. Eq. (9)'s
+  threshold times ``sqrt(0.5 / (1/k + 1/(k-1)))`` (1.54 for k = 10). ``Stops.ours`` is
+  ``[Ours_0.21, Ours_0.5]``.
+* ``acq_gp="all"``: the EI / PI baselines of Sec. 4 (Nguyen et al., 2017; Lorenz et al.,
+  2016: stop once the BO's acquisition value falls below a threshold) on the BO's own GP,
+  fitted on every evaluation so far (App. A.1.1: the BO used EI with its GP), not on the
+  bound's top half.
+
+``"authors"``: the authors' released code.
+
+* ``lag=1``: row ``i`` after ``i`` evaluations: ``bin/start_gap_estimation.py``, lines 73-75
+  (``evaluations[:i]``; the last evaluation is never used).
+* ``beta_t="fitted"``: ``src/enhanced_gp.py``, lines 92 and 122 (``t`` = the number of
+  fitted points, ``|Gamma|`` = the dimension, ``delta = 0.1`` from line 22, 0.2 x).
+* ``ddof=0``: ``np.std`` of the folds, ``bin/start_gap_estimation.py``, line 102, times
+  ``sqrt(1/10 + 1/9)`` (line 29, line 105).
+* ``fixed_threshold=True``: ``src/stop_methods.py``, lines 16-17 (the threshold is set at
+  the first row, iteration 20, and never updated).
+* ``ties="first"``: ``bin/start_gap_estimation.py``, line 91 (``idxmin``).
+* ``candidates=2000``, ``refine_steps=0``: ``src/enhanced_gp.py``, line 22 (``n_samples``)
+  and lines 69-94 (random points plus the fitted points, no refinement).
+* ``fit_mean=True``: App. A.1.1 (the GP of their BO and of their bound has a scalar mean).
+* ``conv_rtol=1e-12``: ``src/stop_methods.py``, lines 74-78 compare incumbent values
+  that went through a CSV file; values equal to 12 significant digits are ties there.
+* ``ours_scales=(1.0, 0.5 / 0.21)``, ``ours_variances=()``: ``src/stop_methods.py``,
+  line 17 (``Ours_c`` = ``incumbent_std / 0.21 * c``: ``c / 0.21`` times the standard
+  deviation, 2.38 for ``Ours_0.5``).
+* ``acq_gp="all"``: the code reads the EI / PI its BO logged (``src/stop_methods.py``,
+  lines 99-100); pass them as ``replay``'s ``ei`` / ``pi`` to reproduce its stops exactly.
+  Without them the baselines use the GP of the BO's acquisition, fitted on every
+  evaluation, as that BO did.
+
+``"optuna"``: Optuna's terminator.
+
+* ``lag=0``: ``Terminator.should_terminate`` uses every completed trial.
+* ``beta_t="fitted"``: ``improvement/evaluator.py``, lines 37-47 and 67-70 (``n_trials``
+  of the top trials, ``n_params`` the dimension).
+* ``ddof=0``: ``erroreval.py``, lines 89-94 (``np.var``, times ``1/k + 1/(k-1)``).
+* ``fixed_threshold=False``: the best trial's error at every call.
+* ``ties="first"``: the best trial changes only on a strict improvement
+  (``storages/_in_memory.py``, lines 322-326).
+* ``candidates=2048``, ``refine_steps=0``: ``improvement/evaluator.py``, lines 56 and
+  73-81 (2,048 samples plus the top points).
+* ``fit_mean=False``: Optuna's GP has no mean (``optuna/_gp/gp.py``).
+* ``conv_rtol=0.0``: Optuna has no Conv-i; the paper's definition.
+* ``ours_scales=(1.0,)``, ``ours_variances=()``: ``terminator.py``, line 144
+  (``improvement < error``, the Eq. (9) standard deviation).
+* ``acq_gp="all"``: Optuna has no EI / PI rule; its ``GPSampler`` fits every trial
+  (standardised, ``samplers/_gp/sampler.py``, lines 62-67).
+
+The same in every convention (arguments or fields of :class:`ReplayOptions`):
+
+* ``fraction=0.5``: the top 50% of the evaluations, Sec. 4 ("Selecting the data for the
+  bound estimate", Fig. 2); the authors' code (``topq = 0.5``) and Optuna
+  (``improvement/evaluator.py``, line 33).
+* ``min_points=20``: not from the paper, which says only "the top 50%": the authors' code,
+  ``bin/start_gap_estimation.py``, line 79 (``max(20, int(i * topq))``), and Optuna,
+  ``improvement/evaluator.py``, lines 34 and 137. While ``n <= 20`` the GP is fitted on
+  every evaluation.
+* ``min_evaluations=20``: no rule fires with fewer evaluations: Sec. 4.1 ("the
+  termination is triggered only after the first 20 iterations"); the authors' code,
+  ``src/constant.py``, line 18 (``IGNORE_ITER``); Optuna, ``terminator.py``, line 132.
+  It is a different setting from ``min_points``: it also sets the first row that is
+  computed (rows that cannot stop are skipped) and the start of Conv-i's count (the
+  authors' loop starts there, ``src/stop_methods.py``, lines 57-80).
+* ``test_train_ratio=None``: ``1/(k-1)``, Eq. (9) for k equal folds.
+* the rule ``bound < threshold``: Eq. (10), the authors' code (``src/stop_methods.py``,
+  line 22) and Optuna (``terminator.py``, line 144); Algorithm 1, line 17 writes ``<=``.
+* ``conv_patience=(10, 30, 50)``: Sec. 4, Baselines. ``ei_thresholds`` /
+  ``pi_thresholds=(1e-8,)``: the EI_1e-08 / PI_1e-08 rows of Table 3 (Sec. 4's text lists
+  1e-9, 1e-13, 1e-17 and 1e-5, 1e-9, 1e-13; Table 3 prints 1e-8, 1e-12, 1e-16 and 1e-4,
+  1e-8, 1e-12).
+
+EI / PI (``acq_gp``): with ``"all"`` each row fits a second GP, the BO's, on every
+evaluation of the row (warm-started along the trace like the bound's GP, with the same
+random candidates), and the rules read the maximum EI / PI over the candidates and the
+evaluated points, with the incumbent's value as ``best``. EI is in the units of that GP's
+standardised values (the values minus their mean, over their standard deviation), as
+most BO code computes it (GPyOpt with ``normalize_Y``, AutoGluon's GP searcher, Optuna's
+``GPSampler``): a threshold such as 1e-8 then means the same for any scale of the
+values. ``"top"`` reads the maxima of the bound's own GP (top set, standardised on the
+top set) instead, with no second fit; those rarely fall below 1e-8 (on the authors' 380
+traces the EI_1e-08 rule then saved 0.03 / 0.00 of the iterations (RTC, RF / XGB) against
+Table 3's 0.90 / 0.85). Recorded ``ei`` / ``pi`` passed to ``replay`` replace either.
+"""
+
+
+def with_convention(options, convention: dict):
+    """``options`` with its ``None`` convention fields taken from the preset ``convention``.
+
+    The rules of ``ours`` come as a pair: when ``ours_scales`` and ``ours_variances`` are
+    both None both are the preset's; when one is given the other is empty (the rules
+    are then exactly the ones given)."""
+    fill = {k: v for k, v in convention.items() if getattr(options, k) is None}
+    if options.ours_scales is not None or options.ours_variances is not None:
+        for name in ("ours_scales", "ours_variances"):
+            if getattr(options, name) is None:
+                fill[name] = ()
+    return options._replace(**fill)
