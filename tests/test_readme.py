@@ -39,7 +39,7 @@ def test_readme_methods_block_runs():
     assert 1 <= int(kc.k) <= 4 and int(np.sum(kc.keep)) == int(kc.k)
     # the kept candidates are the k lowest losses
     assert set(np.flatnonzero(np.asarray(kc.keep))) == set(np.argsort(np.asarray(ns["mu"]))[: int(kc.k)])
-    assert int(ns["action"]) in (bos.ACTION_STOP, bos.ACTION_CONTINUE, bos.ACTION_FORCED_CONTINUE)
+    assert int(ns["action"]) in (bos.ACTION_STOP, bos.ACTION_CONTINUE, bos.ACTION_D2, bos.ACTION_FORCED_CONTINUE)
 
 
 def test_readme_shows_the_two_commands_first():

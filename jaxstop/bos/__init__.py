@@ -24,6 +24,8 @@ Numerical kernels of the Bayesian optimal stopping (BOS) step of BO-BOS
   simulated paths and the lookup.
 * :func:`solve` / :func:`solve_batch` -- fit + simulate + induction for one or many
   trials; :func:`decide` -- table lookup during training.
+* :func:`k1_schedule` and :func:`xi` -- the ``K1_t`` and ``xi_t`` schedules of
+  Theorems 1-2.
 
 Invalid numbers and status. Structure (shapes, static settings) and float16 /
 bfloat16 arrays raise ``ValueError`` / ``TypeError`` naming the argument. Values
@@ -36,8 +38,6 @@ carry an int32 ``reason`` field; a void table holds only forced continues, and
 :func:`solve` gives the same bits eagerly, under ``jit`` and as a trial of
 :func:`solve_batch` with ``batch_size=1`` (the CPU default); vectorised groups may
 count paths that lie within rounding of a bin edge differently.
-* :func:`k1_schedule` and :func:`xi` -- the ``K1_t`` and ``xi_t`` schedules of
-  Theorems 1-2.
 
 Action codes (shared by both modes, and equal to the released code's)::
 
