@@ -26,13 +26,18 @@ same. Compile options (``jaxstop.compiler_options()``) are per program, not envi
 and run are timed apart; :func:`median_seconds` is the median wall time of several calls,
 each waited on with ``jax.block_until_ready`` (JAX dispatches asynchronously; NumPy
 results pass through it unchanged); :func:`round_robin_seconds` times several calls in
-turn, so that every one sees the same machine load.
+turn, so that every one sees the same machine load (:func:`interleaved_seconds` the same for
+calls already warmed up, keeping their outputs).
 
 **Machine header.** :func:`cpu` and :func:`describe` name the processor, with its CPU
 family and model numbers: ``platform.processor()`` is empty on many Linux hosts, and
 virtual machines often report a generic model name ("Intel(R) Xeon(R) Processor"), while
 the family and model tell, say, an AMD EPYC of family 25 from one of family 26, whose
 speeds differ. :func:`pin` pins the process to one core.
+
+**Reports.** :func:`report_header` opens a Markdown report with the machine, the exact
+command (:func:`command_line`), the versions and the date; :func:`markdown_table` formats
+one table; :func:`write_report` writes the report to a script's ``--out``.
 
 **Studies.** :func:`termination_study` (the synthetic studies of the regret-bound
 scripts), :func:`gp_studies` (those of the GP scripts), and for the real-curve studies
@@ -55,9 +60,14 @@ __all__ = [
     "compile_timed",
     "median_seconds",
     "round_robin_seconds",
+    "interleaved_seconds",
     "cpu",
     "describe",
     "pin",
+    "command_line",
+    "markdown_table",
+    "report_header",
+    "write_report",
     "termination_study",
     "GP_N",
     "GP_D",
@@ -130,6 +140,22 @@ def round_robin_seconds(calls, repeats):
     return [statistics.median(t) for t in times]
 
 
+def interleaved_seconds(fns, repeats):
+    """``(medians, outputs)``: the median seconds and the last output of each zero-argument
+    call in ``fns``, timed one call of each in turn (``repeats`` rounds, each call waited on
+    with ``jax.block_until_ready``) so that every call sees the same machine load. No
+    warm-up: make the first (compiling) call of each before."""
+    import jax
+
+    times, outs = [[] for _ in fns], [None] * len(fns)
+    for _ in range(repeats):
+        for i, fn in enumerate(fns):
+            start = time.perf_counter()
+            outs[i] = jax.block_until_ready(fn())
+            times[i].append(time.perf_counter() - start)
+    return [statistics.median(t) for t in times], outs
+
+
 # ----------------------------------------------------------------------------- machine
 def cpu() -> str:
     """The CPU's model name with its family and model numbers, and the number of logical CPUs."""
@@ -159,6 +185,57 @@ def pin(core) -> None:
     """Pins this process to CPU ``core`` (where the OS allows it; ``None``: no pinning)."""
     if core is not None and hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {core})
+
+
+# ----------------------------------------------------------------------------- reports
+def command_line() -> str:
+    """The command that runs this process, as typed from the repository root
+    (``python benchmarks/script.py --flag value``)."""
+    import shlex
+    import sys
+
+    script = Path(sys.argv[0])
+    try:
+        script = script.resolve().relative_to(REPO)
+    except ValueError:
+        pass
+    return " ".join(["python", shlex.quote(str(script))] + [shlex.quote(a) for a in sys.argv[1:]])
+
+
+def markdown_table(header, rows) -> str:
+    """A Markdown table: ``header`` a sequence of column names, ``rows`` of cells (any
+    value, formatted with ``str``)."""
+    lines = ["| " + " | ".join(map(str, header)) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(map(str, row)) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def report_header(title, *, packages=()) -> str:
+    """The opening lines of a Markdown report: ``title``, the machine (:func:`cpu`), the
+    command, the jax version (and that of every module in ``packages``), the thread
+    settings and the date (UTC)."""
+    from datetime import datetime, timezone
+
+    import jax
+
+    versions = [f"jax {jax.__version__}"] + [f"{m.__name__} {m.__version__}" for m in packages]
+    threads = ", ".join(f"{v}={os.environ.get(v, '')}" for v in THREAD_VARIABLES + ("XLA_FLAGS",))
+    return "\n".join([
+        f"# {title}",
+        "",
+        f"- machine: {cpu()}, {platform.system()} {platform.release()}",
+        f"- command: `{command_line()}`",
+        f"- versions: {', '.join(versions)}; {threads}",
+        f"- date: {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC",
+    ])
+
+
+def write_report(path, text) -> None:
+    """Writes ``text`` to ``path`` (creating its folder) and says where."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text if text.endswith("\n") else text + "\n")
+    print(f"wrote {path}")
 
 
 # ----------------------------------------------------------------------------- synthetic studies
