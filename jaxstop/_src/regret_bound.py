@@ -4,7 +4,9 @@
 sqrt(beta) sigma`` of the latent GP (:func:`bound_core`), the confidence parameter
 ``beta`` (:func:`beta`), expected improvement and probability of improvement
 (:func:`ei`, :func:`pi`), and the refinement of the LCB's domain minimum by projected
-descent (:func:`refine`, with the LCB's analytic gradient :func:`lcb_value_and_grad`).
+descent (:func:`refine`, with the LCB's analytic gradient :func:`lcb_value_and_grad`; on a
+posterior with an input warping the descent runs in the warped coordinates, where the
+kernel is stationary, and its points are mapped back to inputs).
 Shared by :mod:`jaxstop.regret` (its public, validating layer) and
 :mod:`jaxstop.policies.auto_termination` (through :mod:`jaxstop._src.termination`).
 
@@ -24,7 +26,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from jaxstop._src import checks, gp_core, linalg, status
+from jaxstop._src import checks, gp_core, linalg, status, warping
 from jaxstop._src.status import Reason
 
 __all__ = [
@@ -156,6 +158,10 @@ def lcb_value_and_grad(post, Kinv, sqrt_beta, x):
     """LCB ``mean - sqrt(beta) sd`` at the rows of ``x`` (shape (s, d)) and its gradient in ``x``,
     from ``K^-1`` (``Kinv``, the inverse of the posterior's covariance).
 
+    ``x`` are points in the kernel's coordinates, those of ``post.X``: the inputs
+    themselves, or their warping ``w(x)`` (:func:`jaxstop._src.gp_core.warp_inputs`) when
+    the posterior's parameters carry one; the gradient is then in ``w``.
+
     With ``u = K^-1 k(x)``, ``var = a - k . u`` and
     ``grad LCB = sum_i (alpha_i + sqrt(beta) u_i / sd) grad k_i``, where for Matern-5/2
     ``grad k_i = -(5/3) a (1 + sqrt5 r_i) exp(-sqrt5 r_i) (x - x_i) / lengthscale^2``
@@ -188,40 +194,58 @@ def lcb_value_and_grad(post, Kinv, sqrt_beta, x):
 def refine(post, sqrt_beta, x0, dim_mask, steps: int):
     """Projected descent on the LCB from several starts at once.
 
-    Each step moves a start by ``step`` lengthscales along the normalised negative
-    gradient (in lengthscale-scaled coordinates), projects onto the unit cube, and
-    keeps the move only if the LCB went down; the step doubles after a success and
-    halves after a failure. The LCB of every start is therefore non-increasing.
+    The descent runs in the kernel's coordinates ``u = w(x)`` (:func:`jaxstop._src.gp_core.warp_inputs`:
+    ``u = x`` without an input warping), where the kernel is stationary and
+    :func:`lcb_value_and_grad` is the gradient of the LCB; the points found are mapped
+    back to inputs by the inverse warping (:func:`jaxstop._src.warping.unwarp`). Each step
+    moves a start by ``step`` lengthscales along the normalised negative gradient (in
+    lengthscale-scaled coordinates), projects onto the image of the unit cube
+    (``[w(0), w(1)]`` per dimension; ``[0, 1]`` without a warping), and keeps the move
+    only if the LCB went down; the step doubles after a success and halves after a
+    failure. The LCB of every start is therefore non-increasing in ``u``. Padded
+    dimensions (``dim_mask`` False) stay where they start.
 
     The steps use :func:`lcb_value_and_grad` (``K^-1`` formed once, one product per
-    step). The LCB values returned are evaluated again in :func:`jaxstop.gp.predict`'s
-    form (``a - |L^-1 k|^2``, free of ``K^-1``'s larger rounding for small variances).
+    step). The points returned are inputs ``x`` (shape of ``x0``) and their LCB values
+    are evaluated again at those inputs in :func:`jaxstop.gp.predict`'s form
+    (``a - |L^-1 k|^2``, free of ``K^-1``'s larger rounding for small variances): the
+    LCB of the GP on the inputs, whatever the warping.
     """
     dt = x0.dtype
-    ls = jnp.exp(post.params.log_lengthscales) * dim_mask.astype(dt)
+    p = post.params
+    ls = jnp.exp(p.log_lengthscales) * dim_mask.astype(dt)
     tiny = jnp.finfo(dt).tiny
     value_and_grad = partial(lcb_value_and_grad, post, linalg.inv_from_tri_inv(post.chol_inv), sqrt_beta)
+    u0 = gp_core.warp_inputs(p, x0)
+    if p.warped:  # the image of [0, 1]^d; padded dimensions keep their start exactly
+        lo = gp_core.warp_inputs(p, jnp.zeros((1, x0.shape[1]), dt))
+        hi = gp_core.warp_inputs(p, jnp.ones((1, x0.shape[1]), dt))
+    else:
+        lo, hi = 0, 1
 
     def step(carry, _):
-        x, f, g, size = carry
+        u, f, g, size = carry
         gu = jnp.where(jnp.isfinite(g), g, 0) * ls[None, :]
         norm = jnp.sqrt(jnp.sum(gu * gu, axis=1))
         direction = -gu * ls[None, :] / jnp.maximum(norm, tiny)[:, None]
-        xn = jnp.clip(x + size[:, None] * direction, 0, 1)
-        fn, gn = value_and_grad(xn)
+        un = jnp.clip(u + size[:, None] * direction, lo, hi)
+        fn, gn = value_and_grad(un)
         accept = jnp.isfinite(fn) & (fn < f)
         f_prev = f
-        x = jnp.where(accept[:, None], xn, x)
+        u = jnp.where(accept[:, None], un, u)
         f = jnp.where(accept, fn, f)
         g = jnp.where(accept[:, None], gn, g)
         size = jnp.where(accept & jnp.isfinite(f_prev), 2 * size, jnp.where(accept, size, 0.5 * size))
-        return (x, f, g, size), None
+        return (u, f, g, size), None
 
     # Step 0 evaluates the starts themselves (g = 0: a zero move, accepted against
     # f = inf), so the LCB and its gradient are traced once.
     size0 = jnp.full(x0.shape[:1], 0.1, dt)
     f0 = jnp.full(x0.shape[:1], jnp.inf, dt)
-    (x, _, _, _), _ = jax.lax.scan(step, (x0, f0, jnp.zeros_like(x0), size0), None, length=steps + 1)
+    (u, _, _, _), _ = jax.lax.scan(step, (u0, f0, jnp.zeros_like(u0), size0), None, length=steps + 1)
+    x = u
+    if p.warped:
+        x = jnp.where(dim_mask[None, :], warping.unwarp(u, p.log_warp_a, p.log_warp_b), x0)
     mean, var = gp_core.predict(post, x)
     return x, mean - sqrt_beta * jnp.sqrt(jnp.maximum(var, tiny))
 
@@ -259,9 +283,12 @@ def bound_core(post, X_eval, mask, cand, beta, dim_mask, best, *,
                refine_steps: int, refine_starts: int, chunk_size: int, train_y=None) -> BoundCore:
     """Eq. (8) on one posterior; also the maxima of EI and PI over the same points.
 
-    ``train_y``: the evaluated points are the posterior's own rows (``X_eval = post.X``,
-    ``mask = post.mask``) conditioned on these values; their predictions then come
-    from the factor (:func:`jaxstop._src.gp_core.predict_train`), not from the kernel.
+    ``X_eval`` and ``cand`` are inputs (the posterior warps them, :func:`jaxstop._src.gp_core.predict`,
+    when its parameters carry an input warping; ``x_lcb`` and ``x_ucb`` are inputs too).
+    ``train_y``: the evaluated points are the posterior's own rows (``X_eval`` the
+    inputs behind ``post.X``, ``mask = post.mask``) conditioned on these values; their
+    predictions then come from the factor (:func:`jaxstop._src.gp_core.predict_train`),
+    not from the kernel.
 
     Padded rows of ``X_eval`` are made inert first. The status (``RegretBound.ok`` and
     ``reason``) covers every field; ``bound`` is ``+inf`` when it is not ``ok``."""

@@ -31,6 +31,7 @@ import numpy as np
 
 from jaxstop._src import batching, checks, gp_core, gp_fit, regret_bound, status
 from jaxstop._src.regret_bound import RegretBound
+from jaxstop._src.warping import PRIOR_MODE
 from jaxstop._src.status import Reason
 
 __all__ = [
@@ -133,15 +134,34 @@ def scaled_threshold(threshold, variance, scale, variance_factor):
 def acquisition_config(cfg: FitConfig, capacity: int) -> FitConfig:
     """The settings of the BO's own GP (the acquisition's): ``cfg`` fitted on every
     available evaluation (``fraction = 1``, the top set is all of them) in ``capacity``
-    rows, without the LCB refinement (only its EI / PI maxima are read)."""
+    rows, without the LCB refinement (only its EI / PI maxima are read). Its GP is the
+    bound's otherwise: the same ``warping``, fit steps and mean."""
     return cfg._replace(capacity=capacity, fraction=1.0, min_points=1, refine_steps=0)
 
 
-def default_params(d: int, dim_mask, dtype) -> gp_core.GPParams:
-    """gp's default start; padded dimensions get lengthscale 1, where the prior's gradient
-    is exactly 0, so they never move (and never couple into the quasi-Newton steps)."""
-    p = gp_core.default_init(d, dtype)
-    return p._replace(log_lengthscales=jnp.where(dim_mask, p.log_lengthscales, 0))
+def default_params(d: int, dim_mask, dtype, warping: bool = False) -> gp_core.GPParams:
+    """gp's default start (:func:`jaxstop._src.gp_core.default_init`); padded dimensions get
+    lengthscale 1, where the prior's gradient is exactly 0, so they never move (and never
+    couple into the quasi-Newton steps). With ``warping`` (static) the real dimensions
+    start at the identity warping ``a = b = 1`` and the padded ones at the maximiser of
+    the warping prior, ``log a = log b = -0.75^2``
+    (:data:`jaxstop._src.warping.PRIOR_MODE`), where its gradient is 0 likewise (their
+    input column is constant, so the likelihood does not depend on them).
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> p = default_params(2, jnp.array([True, False]), jnp.float32, warping=True)
+        >>> p.log_lengthscales.tolist(), p.log_warp_a.tolist()
+        ([-0.6931471824645996, 0.0], [0.0, -0.5625])
+    """
+    p = gp_core.default_init(d, dtype, warping)
+    p = p._replace(log_lengthscales=jnp.where(dim_mask, p.log_lengthscales, 0))
+    if warping:
+        mode = jnp.asarray(PRIOR_MODE, dtype)
+        p = p._replace(log_warp_a=jnp.where(dim_mask, p.log_warp_a, mode),
+                       log_warp_b=jnp.where(dim_mask, p.log_warp_b, mode))
+    return p
+
 
 
 class FittedBound(NamedTuple):
@@ -162,8 +182,9 @@ class FittedBound(NamedTuple):
             candidates and fitted points, standardised units, shape ().
         pi_max: Maximum probability of improvement over the same points, shape ().
         inv_hessian: The fit's final quasi-Newton (BFGS) inverse-Hessian approximation,
-            shape (d + 3, d + 3): with ``params``, a warm start for the next call
-            (``init_inv_hessian``).
+            shape (d + 3, d + 3), or (3 d + 3, 3 d + 3) with input warping
+            (:func:`jaxstop._src.gp_fit.raw_size`): with ``params``, a warm start for the
+            next call (``init_inv_hessian``).
 
     Its status is ``bound.ok`` / ``bound.reason`` (also the properties :attr:`ok` and
     :attr:`reason`): ``ok`` only when every field above is finite and computed from
@@ -194,7 +215,14 @@ class FittedBound(NamedTuple):
 
 
 class FitConfig(NamedTuple):
-    """Static settings of :func:`fit_and_bound` (hashable: a ``jit`` static argument)."""
+    """Static settings of :func:`fit_and_bound` (hashable: a ``jit`` static argument).
+
+    ``warping``: fit a Kumaraswamy input warping with the GP
+    (:func:`jaxstop._src.gp_fit.fit_profiled`); the warm start ``init`` then carries one
+    (:func:`default_params` with ``warping=True``) and ``init_h`` has the side
+    :func:`jaxstop._src.gp_fit.raw_size`. The posterior, the bound's candidates and its LCB
+    refinement (:func:`jaxstop._src.regret_bound.refine`) all take the raw inputs and
+    warp them with the fitted parameters."""
 
     capacity: int
     fraction: float
@@ -208,6 +236,7 @@ class FitConfig(NamedTuple):
     refine_starts: int
     chunk_size: int
     fit_tol: float
+    warping: bool = False
 
 
 def fit_and_bound(key, X, y, avail, init, cand, dim_mask, size, delta, scale, cfg: FitConfig, init_h=None):
@@ -241,7 +270,8 @@ def _fit_and_bound_one(key, X, y, avail, init, cand, dim_mask, size, delta, scal
     order, tmask, top, Xt, z, mean, std = standardized_top(X, y, avail, cfg.capacity, cfg.fraction, cfg.min_points)
     _, k_cand = jax.random.split(key)
     params, info, post, H = gp_fit.fit_profiled(Xt, z, tmask, init, cfg.min_noise, steps=cfg.steps,
-                                                fit_mean=cfg.fit_mean, tol=cfg.fit_tol, inv_hessian=init_h)
+                                                fit_mean=cfg.fit_mean, tol=cfg.fit_tol, inv_hessian=init_h,
+                                                warping=cfg.warping)
     n = jnp.sum(avail).astype(jnp.int32)
     t = (n if cfg.beta_t == "evaluations" else top).astype(dt)
     b = regret_bound.beta(jnp.maximum(t, 1), size, delta, scale)

@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxstop import gp
-from jaxstop._src import gp_core as _gp_core, regret_bound as _regret_bound
+from jaxstop._src import gp_core as _gp_core, gp_fit as _gp_fit, regret_bound as _regret_bound
 from jaxstop._src import termination as _termination
 from jaxstop.policies._base import Incumbent, Job, Result, make_job, renamed_field
 
@@ -61,8 +61,10 @@ class AutoTerminationState(NamedTuple):
         evaluated: Table rows evaluated so far, shape (num_configs,) bool ((0,) in cube mode).
         count: Number of evaluations told, int32 ().
         gp_params: GP hyperparameters of the last fit (standardised scale), the warm
-            start of the next fit and the model of the next acquisition.
-        gp_inv_hessian: The last fit's quasi-Newton inverse Hessian, shape (d + 3, d + 3):
+            start of the next fit and the model of the next acquisition; with
+            ``warping`` they carry the input warping from the start (the identity).
+        gp_inv_hessian: The last fit's quasi-Newton inverse Hessian, shape (d + 3, d + 3),
+            or (3 d + 3, 3 d + 3) with ``warping`` (:func:`jaxstop._src.gp_fit.raw_size`):
             the next fit's steps start with that curvature (zeros before the first fit: none).
         beta: ``beta`` of the last bound, ().
         key: The stream of the bound's random domain points (cube mode).
@@ -178,8 +180,8 @@ def init(cfg: AutoTerminationConfig, key, params) -> AutoTerminationState:
         jnp.zeros((max_evals,), bool),
         jnp.zeros((cfg.num_configs,), bool),
         jnp.zeros((), jnp.int32),
-        _termination.default_params(d, _dim_mask(cfg), fdtype),
-        jnp.zeros((d + 3, d + 3), fdtype),  # no curvature yet: the first fit starts cold
+        _termination.default_params(d, _dim_mask(cfg), fdtype, cfg.fit.warping),
+        jnp.zeros((_gp_fit.raw_size(d, cfg.fit.warping),) * 2, fdtype),  # no curvature yet: a cold first fit
         jnp.zeros((), fdtype),
         key,
     )

@@ -159,6 +159,7 @@ def auto_termination_bo(
     chunk_size: int = 1024,
     dtype=None,
     threshold_variance: float = 0.0,
+    warping: bool = False,
 ) -> Policy:
     """GP-BO with automatic termination, Algorithm 1 of Makarova et al. (2022).
 
@@ -213,6 +214,11 @@ def auto_termination_bo(
         threshold_variance: Variance factor ``v`` of a ``sqrt(v s^2)`` part of the CV
             threshold, >= 0 (the paper's text, Sec. 4.1: ``Ours_0.5`` is
             ``threshold_scale=0, threshold_variance=0.5``).
+        warping: Fit the GP with a Kumaraswamy input warping (two parameters per
+            dimension, fitted with the others; App. A.1.1 of the paper: the GP of the
+            authors' BO has "2 input warping parameters"). The acquisition and the bound
+            then both use the warped GP. A warped fit has three times the parameters:
+            consider a larger ``fit_steps``. Default False: the plain Matérn-5/2 GP.
 
     Returns:
         A :class:`~jaxstop.policies.Policy` with ``report=None``; ``tell`` returns an
@@ -297,6 +303,8 @@ def auto_termination_bo(
         refine_steps, "refine_steps", minimum=0)
     refine_starts = _checks.positive_int(refine_starts, "refine_starts")
     chunk_size = _checks.positive_int(chunk_size, "chunk_size")
+    if not isinstance(warping, (bool, np.bool_)):
+        raise TypeError(f"warping must be a bool, got {warping!r}")
 
     if fold_scores is not None:
         if cube:
@@ -321,6 +329,7 @@ def auto_termination_bo(
         capacity=capacity, fraction=fraction, min_points=min_points, beta_t=beta_t, steps=fit_steps,
         fit_mean=bool(fit_mean), min_noise=min_noise, num_random=num_candidates if cube else 0,
         refine_steps=refine_steps, refine_starts=refine_starts, chunk_size=chunk_size, fit_tol=fit_tol,
+        warping=bool(warping),
     )
     cfg = _steps.AutoTerminationConfig(
         cube=cube, num_configs=num_configs, d=d, max_budget=max_budget, max_evals=max_evals, num_init=num_init,

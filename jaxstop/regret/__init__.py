@@ -39,6 +39,10 @@ Conventions differ between the paper, the authors' released code and Optuna's
   (code: the last evaluation is never used).
 * the top set's minimum of 20 points (``min_points``) comes from the code and Optuna;
   the paper says only "the top 50%".
+* the GP: the plain Matérn-5/2 GP (the paper's Sec. 3; Optuna's GP has no warping) in
+  every convention, or with a Kumaraswamy input warping (``warping=True``; App. A.1.1
+  lists "2 input warping parameters" in the authors' GP, but this warping reproduces their
+  recorded bound and Table 3 less well than none: see :data:`CONVENTIONS`).
 
 API conventions (shared with :mod:`jaxstop.gp` and :mod:`jaxstop.confidence`):
 
@@ -64,9 +68,11 @@ API conventions (shared with :mod:`jaxstop.gp` and :mod:`jaxstop.confidence`):
 * Settings beyond the few that matter travel in one options NamedTuple with defaults:
   ``fit_regret_bound(..., options=FitOptions(...))``, ``replay(..., options=ReplayOptions(...))``.
 
-GP surrogate: :mod:`jaxstop.gp` (Matern-5/2 ARD, ML-II with weak priors), fitted on
+GP surrogate: :mod:`jaxstop.gp` (Matern-5/2 ARD, ML-II with weak priors; optionally
+with an input warping, ``FitOptions.warping`` / ``ReplayOptions.warping``), fitted on
 the top ``max(min_points, floor(fraction * n))`` evaluations (:func:`top_mask`) with
-standardised values; bounds are computed on the latent function.
+standardised values; bounds are computed on the latent function. :func:`regret_bound`
+takes inputs (``X_eval``, candidates), not a warped posterior's ``post.X``.
 
 Files: ``_bound.py`` (:func:`beta`, :func:`confidence_bounds`, :func:`regret_bound`),
 ``_acquisition.py`` (EI and PI), ``_top.py`` (:func:`top_mask`), ``_threshold.py``

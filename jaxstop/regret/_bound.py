@@ -135,7 +135,9 @@ def regret_bound(
 
     Args:
         posterior: A :class:`jaxstop.gp.Posterior` (on standardised values, usually).
-        X_eval: Evaluated points ``G_t``, shape (n, d).
+        X_eval: Evaluated points ``G_t``, shape (n, d): inputs in the unit cube (for a
+            posterior with an input warping, the inputs it was conditioned on, not its
+            warped ``post.X``).
         mask: Which rows of ``X_eval`` are real, shape (n,) bool; ``None`` = all.
         candidates: Domain points, shape (m, d) in [0, 1], or an int ``m``: that many
             uniform random points drawn with ``key`` (required).

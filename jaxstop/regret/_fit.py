@@ -12,10 +12,11 @@ from functools import partial
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.typing import ArrayLike
 
 from jaxstop import gp
-from jaxstop._src import checks as _checks, gp_core, termination
+from jaxstop._src import checks as _checks, gp_core, gp_fit, termination
 from jaxstop._src.termination import FittedBound
 from jaxstop.regret import _args
 from jaxstop.regret._options import FitOptions
@@ -56,17 +57,21 @@ def fit_regret_bound(
 
     The data, the warm start, the candidates, the top set and ``beta_t`` are keywords;
     ``fit_steps``, ``fit_tol``, ``fit_mean``, ``min_noise``, ``refine_steps``,
-    ``refine_starts``, ``chunk_size``, ``beta_size``, ``delta`` and ``beta_scale`` are
-    the fields of ``options`` (:class:`FitOptions`, which documents them).
+    ``refine_starts``, ``chunk_size``, ``beta_size``, ``delta``, ``beta_scale`` and
+    ``warping`` (a Kumaraswamy input warping fitted with the GP) are the fields of
+    ``options`` (:class:`FitOptions`, which documents them).
 
     Args:
         key: PRNG key (random candidates).
         X: Evaluated configurations in the unit cube, shape (n, d).
         y: Their values (minimised), shape (n,).
         mask: Which rows are real, shape (n,) bool; default all.
-        init: Warm start (the ``params`` of a previous call); default gp's start.
+        init: Warm start (the ``params`` of a previous call); default gp's start. With
+            ``options.warping`` an ``init`` without a warping starts from the identity
+            warping; without it, an ``init`` with one raises ``ValueError``.
         init_inv_hessian: Warm start of the quasi-Newton curvature (the ``inv_hessian``
-            of a previous call), shape (d + 3, d + 3). Default: none, the steps start
+            of a previous call), shape (d + 3, d + 3), or (3 d + 3, 3 d + 3) with
+            ``options.warping``. Default: none, the steps start
             from the identity (a gradient step) and scale it at their first update. A
             matrix that is not finite and symmetric with a positive diagonal (zeros, say,
             or one from a failed fit) is treated as none.
@@ -133,8 +138,11 @@ def fit_regret_bound(
         num_random = 0
         cand = _args.points(candidates, "candidates", d, dt)
         _checks.check_unit_cube(cand, "candidates")
-    init = termination.default_params(d, dim_mask, dt) if init is None else gp_core.check_params(init, d, dt, name="init")
-    init_h = _inv_hessian(init_inv_hessian, d, dt)
+    if not isinstance(opts.warping, (bool, np.bool_)):
+        raise TypeError(f"options.warping must be a bool, got {opts.warping!r}")
+    warping = bool(opts.warping)
+    init = _init(init, d, dim_mask, dt, warping)
+    init_h = _inv_hessian(init_inv_hessian, d, dt, warping)
     cfg = termination.FitConfig(
         capacity=termination.top_capacity(n, fraction, min_points), fraction=fraction, min_points=min_points,
         beta_t=beta_t, steps=_checks.positive_int(opts.fit_steps, "fit_steps"),
@@ -142,21 +150,38 @@ def fit_regret_bound(
         min_noise=min_noise, num_random=num_random, refine_steps=_args.nonneg_int(opts.refine_steps, "refine_steps"),
         refine_starts=_checks.positive_int(opts.refine_starts, "refine_starts"),
         chunk_size=_checks.positive_int(opts.chunk_size, "chunk_size"),
-        fit_tol=_checks.nonneg_float(opts.fit_tol, "fit_tol"),
+        fit_tol=_checks.nonneg_float(opts.fit_tol, "fit_tol"), warping=warping,
     )
     size = _args.beta_size(opts.beta_size, dim_mask, dt)
     return _fit_regret_bound_jit(key, X, y, mask, init, init_h, cand, dim_mask, size,
                                  jnp.asarray(delta, dt), jnp.asarray(beta_scale, dt), cfg=cfg)
 
 
-def _inv_hessian(H, d: int, dtype):
-    """A warm-start inverse Hessian as a (d + 3, d + 3) array of ``dtype``, or None."""
+def _init(init, d: int, dim_mask, dtype, warping: bool):
+    """The fit's start: the default (:func:`jaxstop._src.termination.default_params`), or
+    ``init`` checked; with ``warping``, an ``init`` without one gets the default's warping."""
+    default = termination.default_params(d, dim_mask, dtype, warping)
+    if init is None:
+        return default
+    init = gp_core.check_params(init, d, dtype, name="init")
+    if init.warped and not warping:
+        raise ValueError("init carries an input warping (log_warp_a, log_warp_b) but options.warping is False; "
+                         "pass options=FitOptions(warping=True), or init without its warping fields")
+    if warping and not init.warped:
+        init = init._replace(log_warp_a=default.log_warp_a, log_warp_b=default.log_warp_b)
+    return init
+
+
+def _inv_hessian(H, d: int, dtype, warping: bool):
+    """A warm-start inverse Hessian as an (r, r) array of ``dtype`` (``r = d + 3``, or
+    ``3 d + 3`` with ``warping``: :func:`jaxstop._src.gp_fit.raw_size`), or None."""
     if H is None:
         return None
     H = _checks.float_array(H, "init_inv_hessian")
-    if H.shape != (d + 3, d + 3):
-        raise ValueError(f"init_inv_hessian must have shape {(d + 3, d + 3)} (the inv_hessian of a previous "
-                         f"call with d = {d}), got {H.shape}")
+    r = gp_fit.raw_size(d, warping)
+    if H.shape != (r, r):
+        raise ValueError(f"init_inv_hessian must have shape {(r, r)} (the inv_hessian of a previous call with "
+                         f"d = {d}{' and warping' if warping else ''}), got {H.shape}")
     return H.astype(dtype)
 
 

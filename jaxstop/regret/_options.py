@@ -43,6 +43,13 @@ class FitOptions(NamedTuple):
             dimensions.
         delta: ``delta`` of :func:`~jaxstop.regret.beta`.
         beta_scale: ``scale`` of :func:`~jaxstop.regret.beta`.
+        warping: Fit a Kumaraswamy input warping with the GP (two parameters per
+            dimension, :func:`jaxstop.gp.fit` with ``warping=True``; the GP of the
+            authors' experiments has one, App. A.1.1 of the paper). ``init`` then carries a
+            warping (or gets the identity), ``inv_hessian`` has side ``3 d + 3``, and
+            the LCB refinement descends in the warped coordinates. A warped fit has
+            three times the parameters and needs about twice the steps to converge from
+            a cold start: raise ``fit_steps`` (e.g. to 40) for a cold fit.
 
     Example:
         >>> from jaxstop import regret
@@ -60,6 +67,7 @@ class FitOptions(NamedTuple):
     beta_size: float | None = None
     delta: float = 0.1
     beta_scale: float = 0.2
+    warping: bool = False
 
 
 class ReplayOptions(NamedTuple):
@@ -67,7 +75,7 @@ class ReplayOptions(NamedTuple):
 
     The fields ``lag``, ``beta_t``, ``ddof``, ``fixed_threshold``, ``candidates``,
     ``refine_steps``, ``fit_mean``, ``conv_rtol``, ``ours_scales``, ``ours_variances``,
-    ``acq_gp`` and ``ties`` are those of the presets in
+    ``acq_gp``, ``ties`` and ``warping`` are those of the presets in
     :data:`~jaxstop.regret.CONVENTIONS`, which says which line of the paper, the authors'
     code or Optuna each preset value follows; ``None`` (their default) takes the value of
     ``replay``'s ``convention``, any other value overrides it. The other fields are the
@@ -97,7 +105,8 @@ class ReplayOptions(NamedTuple):
         test_train_ratio: Of :func:`~jaxstop.regret.cv_threshold`; None: ``1/(k-1)``.
         refine_starts: Starts of the LCB refinement.
         first_fit_steps, fit_steps: Quasi-Newton steps of the first and later GP fits
-            (each of the two GPs with ``acq_gp="all"``).
+            (each of the two GPs with ``acq_gp="all"``); None: 30 and 6, or 60 and 12
+            with ``warping``.
         fit_tol: Each fit stops once converged, as in :func:`~jaxstop.regret.fit_regret_bound`.
         min_noise: Lower bound on the GP noise variance relative to its amplitude.
         num_segments: Capacity segments (each is compiled separately).
@@ -111,12 +120,16 @@ class ReplayOptions(NamedTuple):
             Recorded ``ei`` / ``pi`` passed to ``replay`` replace either.
         ties: The incumbent among evaluations of equal value: ``"first"`` or ``"last"``
             (the newest, Algorithm 1, line 9: ``y_t <= y_t^*``); it gives the threshold.
+        warping: Fit a Kumaraswamy input warping with the GP (the bound's and, with
+            ``acq_gp="all"``, the BO's): :class:`FitOptions` ``warping``. With it the
+            fits' default steps are doubled (``first_fit_steps`` 60, ``fit_steps`` 12 when
+            those are None): a warped fit has three times the parameters.
 
     Example:
         >>> from jaxstop import regret
         >>> opts = regret.ReplayOptions(candidates=128, num_segments=1)
-        >>> opts.fit_steps, opts.beta_t is None   # None: from the convention
-        (6, True)
+        >>> opts.delta, opts.beta_t is None   # None: from the convention
+        (0.1, True)
     """
 
     lag: int | None = None
@@ -136,8 +149,8 @@ class ReplayOptions(NamedTuple):
     beta_scale: float = 0.2
     test_train_ratio: float | None = None
     refine_starts: int = 8
-    first_fit_steps: int = 30
-    fit_steps: int = 6
+    first_fit_steps: int | None = None
+    fit_steps: int | None = None
     fit_tol: float = 1e-2
     min_noise: float = 1e-6
     num_segments: int = 4
@@ -145,3 +158,4 @@ class ReplayOptions(NamedTuple):
     ours_variances: Any = None
     acq_gp: str | None = None
     ties: str | None = None
+    warping: bool | None = None

@@ -18,7 +18,7 @@ import numpy as np
 from jax.typing import ArrayLike
 
 from jaxstop import gp
-from jaxstop._src import checks as _checks, status, termination
+from jaxstop._src import checks as _checks, gp_fit, status, termination
 from jaxstop._src.status import Reason
 from jaxstop.regret import _args, _rules
 from jaxstop.regret._conventions import CONVENTIONS, with_convention
@@ -28,6 +28,15 @@ from jaxstop.regret._rules import Stops
 
 ACQ_GP = ("all", "top")
 TIES = ("first", "last")
+#: Default quasi-Newton steps of the first (cold) and later (warm) fits of a row, without
+#: and with an input warping (three times the parameters: about twice the steps to converge).
+FIRST_FIT_STEPS = (30, 60)
+FIT_STEPS = (6, 12)
+
+
+def _steps(value, defaults, warping: bool):
+    """``value``, or the default of ``defaults`` (without, with warping) where it is None."""
+    return defaults[int(warping)] if value is None else value
 
 
 class ReplayResult(NamedTuple):
@@ -111,6 +120,7 @@ class _ReplayConfig(NamedTuple):
     recorded_ei: bool
     recorded_pi: bool
     acq_all: bool  # fit the BO's GP on every evaluation for EI / PI
+    warping: bool = False  # both GPs with a Kumaraswamy input warping
 
 
 def _segments(T: int, t0: int, lag: int, fraction: float, min_points: int, num_segments: int, acq_all: bool) -> tuple:
@@ -149,7 +159,7 @@ def _replay_row(warm, t, data, cfg: _ReplayConfig, capacity: int, acq_capacity: 
         steps=cfg.fit_steps,
         fit_mean=cfg.fit_mean, min_noise=cfg.min_noise, num_random=cfg.num_candidates,
         refine_steps=cfg.refine_steps, refine_starts=cfg.refine_starts, chunk_size=cfg.chunk_size,
-        fit_tol=cfg.fit_tol,
+        fit_tol=cfg.fit_tol, warping=cfg.warping,
     )
     cand = jnp.zeros((0, configs.shape[1]), configs.dtype)
     k_row = jax.random.fold_in(key, t)
@@ -209,7 +219,8 @@ def _replay_impl(key, configs, values, fold_scores, mask, fold_mask, dim_mask, e
     # its status (Reason.BAD_INPUT), not silently dropped.
     data = (configs, values, mask, dim_mask, key, size, delta, scale)
     d = configs.shape[1]
-    start = (termination.default_params(d, dim_mask, dt), jnp.zeros((d + 3, d + 3), dt))  # zeros: no curvature yet
+    r = gp_fit.raw_size(d, cfg.warping)
+    start = (termination.default_params(d, dim_mask, dt, cfg.warping), jnp.zeros((r, r), dt))  # zeros: no curvature
     fit_state = start + start  # the bound's GP, the BO's GP
     inf = jnp.asarray(jnp.inf, dt)
     outs = [(jnp.full((cfg.t0,), inf), jnp.full((cfg.t0,), inf), jnp.full((cfg.t0,), -inf),
@@ -319,8 +330,8 @@ def replay(
         convention: ``"paper"``, ``"authors"`` or ``"optuna"`` (see :data:`CONVENTIONS`):
             the values of the ``options`` fields ``lag``, ``beta_t``, ``ddof``,
             ``fixed_threshold``, ``candidates``, ``refine_steps``, ``fit_mean``,
-            ``conv_rtol``, ``ours_scales``, ``ours_variances``, ``acq_gp`` and ``ties``
-            that are left at None.
+            ``conv_rtol``, ``ours_scales``, ``ours_variances``, ``acq_gp``, ``ties`` and
+            ``warping`` that are left at None.
         fraction, min_points: Top set of the bound's fit (:func:`top_mask`): the top 50%
             (Sec. 4 of the paper), at least ``min_points = 20`` (the authors' code and
             Optuna; the paper gives no minimum).
@@ -412,6 +423,9 @@ def replay(
         raise ValueError(f"acq_gp must be one of {ACQ_GP}, got {opts.acq_gp!r}")
     if opts.ties not in TIES:
         raise ValueError(f"ties must be one of {TIES}, got {opts.ties!r}")
+    if not isinstance(opts.warping, (bool, np.bool_)):
+        raise TypeError(f"warping must be a bool (or None: the convention's), got {opts.warping!r}")
+    warping = bool(opts.warping)
     fraction = _args.float_param(fraction, "fraction", high=1.0)
     min_points = _checks.positive_int(min_points, "min_points")
     min_evaluations = _checks.positive_int(min_evaluations, "min_evaluations")
@@ -429,13 +443,15 @@ def replay(
         num_candidates=_checks.positive_int(opts.candidates, "candidates"),
         refine_steps=_args.nonneg_int(opts.refine_steps, "refine_steps"),
         refine_starts=_checks.positive_int(opts.refine_starts, "refine_starts"),
-        first_fit_steps=_checks.positive_int(opts.first_fit_steps, "first_fit_steps"),
-        fit_steps=_checks.positive_int(opts.fit_steps, "fit_steps"),
+        first_fit_steps=_checks.positive_int(_steps(opts.first_fit_steps, FIRST_FIT_STEPS, warping),
+                                             "first_fit_steps"),
+        fit_steps=_checks.positive_int(_steps(opts.fit_steps, FIT_STEPS, warping), "fit_steps"),
         fit_tol=_checks.nonneg_float(opts.fit_tol, "fit_tol"),
         fit_mean=bool(opts.fit_mean),
         min_noise=_args.float_param(opts.min_noise, "min_noise"),
         chunk_size=_checks.positive_int(opts.chunk_size, "chunk_size"),
         recorded_ei=rec["ei"] is not None, recorded_pi=rec["pi"] is not None, acq_all=acq_all,
+        warping=warping,
     )
     conv_rtol = float(opts.conv_rtol)
     if not conv_rtol >= 0:
