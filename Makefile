@@ -40,8 +40,10 @@ demo: $(VENV)/.stamp-base
 	JAX_COMPILATION_CACHE_DIR=$(abspath $(VENV))/jax-cache JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0 \
 	JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES=0 $(BIN)/python -m jaxstop.demo
 
+# Two worker processes (pytest-xdist), one test file each at a time: the suite is compile-bound and
+# single-threaded per process, so two cores halve its time.
 test: $(VENV)/.stamp-test
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n 2 --dist loadfile
 
 bench: $(VENV)/.stamp-bench
 	$(BIN)/python benchmarks/bench_gp.py
