@@ -39,7 +39,12 @@ def test_readme_methods_block_runs():
     assert 1 <= int(kc.k) <= 4 and int(np.sum(kc.keep)) == int(kc.k)
     # the kept candidates are the k lowest losses
     assert set(np.flatnonzero(np.asarray(kc.keep))) == set(np.argsort(np.asarray(ns["mu"]))[: int(kc.k)])
-    assert int(ns["action"]) in (bos.ACTION_STOP, bos.ACTION_CONTINUE, bos.ACTION_D2, bos.ACTION_FORCED_CONTINUE)
+    # a usable table (ok) and epoch 12 inside N0 + 1 .. N - 1: a real decision, never the forced continue
+    assert bool(ns["table"].ok)
+    assert int(ns["action"]) in (bos.ACTION_STOP, bos.ACTION_CONTINUE, bos.ACTION_D2)
+    # the README looks the decision up with Sec. 3.2's statistic: the mean error of epochs 1..12
+    np.testing.assert_allclose(float(bos.summary_statistic(ns["errors"], 12, 8)), np.mean(np.asarray(ns["errors"])[:12]),
+                               rtol=2 * 11 * np.finfo(np.asarray(ns["errors"]).dtype).eps)  # two orders of a 12-term positive sum: (n-1) eps each
 
 
 def test_readme_shows_the_two_commands_first():
