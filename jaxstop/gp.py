@@ -448,9 +448,11 @@ def fit(
             data finite).
         min_noise: Lower bound on the noise-to-amplitude ratio, > 0 (with
             ``optimizer``: on the noise variance).
-        tol: The fit stops once no component of the objective's gradient exceeds
-            ``tol`` (``0``: always ``steps`` evaluations); ``info.steps`` reports the
-            evaluations used. Not used with ``optimizer``.
+        tol: The fit stops once no component of the objective's projected gradient
+            exceeds ``tol`` (the hyperparameters stay in their box; a coordinate held
+            on a face of the box, its gradient pointing out, counts 0) (``0``: always
+            ``steps`` evaluations); ``info.steps`` reports the evaluations used. Not
+            used with ``optimizer``.
         optimizer: An optax gradient transformation (e.g. ``optax.adam(1e-2)``) run
             for ``steps`` plain steps on all hyperparameters instead of the default.
             It is a static argument: pass the same object to avoid recompiling.

@@ -3,15 +3,15 @@
 The log marginal likelihood with its analytic gradient (:func:`lml`, a custom VJP: no
 autodiff through the Cholesky), the same profiled over the amplitude and the constant
 mean (:func:`lml_profiled_scale`), the weak priors (:func:`log_prior`), the raw
-(unconstrained, clipped) parametrisation, and the fits: :func:`fit_profiled` (dense
-BFGS, one objective evaluation per step) and :func:`fit_restarts` (several starts, the
-best wins; optionally an optax optimiser). The kernel-agnostic pieces (masked solve,
-likelihood, the trace-and-quadratic gradient ``0.5 tr(W dK)``) come from
-:mod:`jaxstop._src.gp_likelihood` and the multistart loop from :mod:`jaxstop._src.optim`,
-shared with the learning-curve GP of :mod:`jaxstop.bos`; what is here is the Matérn-5/2
-part (its Gram derivatives) and the fits. With an input warping (:mod:`jaxstop._src.warping`)
-the likelihoods take the warped inputs; the warping's gradient flows through their inputs'
-cotangent. Nothing here validates its arguments:
+parametrisation (log space, in a box: :func:`raw_box`), and the fits: :func:`fit_profiled`
+(dense BFGS projected onto the box, one objective evaluation per step) and
+:func:`fit_restarts` (several starts, the best wins; optionally an optax optimiser). The
+kernel-agnostic pieces (masked solve, likelihood, the trace-and-quadratic gradient
+``0.5 tr(W dK)``) come from :mod:`jaxstop._src.gp_likelihood` and the multistart loop from
+:mod:`jaxstop._src.optim`, shared with the learning-curve GP of :mod:`jaxstop.bos`; what is
+here is the Matérn-5/2 part (its Gram derivatives) and the fits. With an input warping
+(:mod:`jaxstop._src.warping`) the likelihoods take the warped inputs; the warping's gradient
+flows through their inputs' cotangent. Nothing here validates its arguments:
 :mod:`jaxstop.gp` is the public layer.
 """
 
@@ -45,6 +45,7 @@ __all__ = [
     "raw_size",
     "to_raw",
     "from_raw",
+    "raw_box",
     "clip_raw",
     "objective_profiled_scale",
     "objective",
@@ -296,15 +297,27 @@ def from_raw(raw: GPParams, min_noise):
     return raw._replace(log_noise=jnp.logaddexp(raw.log_noise, jnp.log(min_noise)))
 
 
+def raw_box(raw: GPParams) -> tuple[GPParams, GPParams]:
+    """Lower and upper bounds of the raw parameters, pytrees shaped like ``raw``: log amplitude
+    and log lengthscales in ``[-12, 12]``, raw log noise in ``[-36, 12]``, the warping's ``log a``
+    and ``log b`` in ``[-log 4, log 4]`` (:data:`jaxstop._src.warping.LOG_BOX`), the mean
+    unbounded. The one place the box is written: :func:`clip_raw` and the fits' projections."""
+    def side(sign):
+        def full(a, v):
+            return None if a is None else jnp.full(jnp.shape(a), sign * v, jnp.result_type(a))
+        w = warping.LOG_BOX
+        return GPParams(full(raw.log_amplitude, LOG_BOX), full(raw.log_lengthscales, LOG_BOX),
+                        full(raw.log_noise, 3 * LOG_BOX if sign < 0 else LOG_BOX), full(raw.mean, float("inf")),
+                        full(raw.log_warp_a, w), full(raw.log_warp_b, w))
+    return side(-1.0), side(1.0)
+
+
 def clip_raw(raw: GPParams) -> GPParams:
-    raw = raw._replace(
-        log_amplitude=jnp.clip(raw.log_amplitude, -LOG_BOX, LOG_BOX),
-        log_lengthscales=jnp.clip(raw.log_lengthscales, -LOG_BOX, LOG_BOX),
-        log_noise=jnp.clip(raw.log_noise, -3 * LOG_BOX, LOG_BOX),
-    )
-    if raw.warped:  # a, b in [0.25, 4] (jaxstop._src.warping.LOG_BOX)
-        raw = raw._replace(log_warp_a=warping.clip(raw.log_warp_a), log_warp_b=warping.clip(raw.log_warp_b))
-    return raw
+    """``raw`` clipped to :func:`raw_box`; differentiable as the identity on the closed box
+    (its faces included: an iterate on a face sees the one-sided gradient from inside), 0 outside."""
+    def clip(x, lo, hi):
+        return jnp.where((x >= lo) & (x <= hi), x, jnp.clip(x, lo, hi))
+    return jax.tree_util.tree_map(clip, raw, *raw_box(raw))
 
 
 def objective_profiled_scale(raw, X, y, mask, min_noise, use_prior, fit_mean, mean0):
@@ -350,13 +363,20 @@ def fit_profiled(X, z, mask, init: GPParams, min_noise, *, steps: int, fit_mean:
 
     Dense BFGS on the inverse Hessian of the objective (negative log
     marginal likelihood minus the log prior, with its analytic gradient) in gp's raw
-    parameters. Each step evaluates one trial point ``theta + t p`` (``p`` the quasi-Newton
-    direction, capped at ``max_step`` per coordinate in log space) and accepts it under the
-    Armijo condition; the scale ``t`` doubles after an acceptance (up to 1) and shrinks
-    4x after a rejection. There is no inner line-search loop: a step is one evaluation.
-    The fit stops early once the largest component of the objective's gradient at the
-    accepted point is at most ``tol`` (``0``: always ``steps``); under ``vmap`` a batch runs
-    until its slowest study stops. ``FitInfo.steps`` reports the evaluations used.
+    parameters, projected onto their box (:func:`raw_box`): the iterate, the start
+    included, stays in the box, where :func:`clip_raw` leaves the objective's gradient whole.
+    Each step evaluates one trial point, ``theta + t p`` (``p`` the quasi-Newton direction,
+    capped at ``max_step`` per coordinate in log space) projected onto the box, and accepts
+    it under the Armijo condition on the step actually taken, which the BFGS update uses
+    too. A coordinate on a face of the box with its gradient pointing out is held there
+    (out of ``p``, whose free part uses the inverse Hessian's free block: Kim, Sra & Dhillon,
+    2010); a step the projection turns uphill becomes the projected gradient step. The
+    scale ``t`` doubles after an acceptance (up to 1) and shrinks 4x after a rejection.
+    There is no inner line-search loop: a step is one evaluation. The fit stops early once
+    the largest component of the projected gradient at the accepted point (the objective's
+    gradient, 0 for held coordinates) is at most ``tol`` (``0``: always ``steps``); under
+    ``vmap`` a batch runs until its slowest study stops. ``FitInfo.steps`` reports the
+    evaluations used.
 
     The amplitude and, with ``fit_mean``, the constant mean are profiled out in closed
     form for the current lengthscales and noise-to-amplitude ratio
@@ -417,20 +437,33 @@ def fit_profiled(X, z, mask, init: GPParams, min_noise, *, steps: int, fit_mean:
                   & jnp.all(jnp.abs(Hw - Hw.T) <= 1e-8 * jnp.max(jnp.abs(Hw))))
         H0, scaled0 = jnp.where(usable, Hw, eye), usable
 
+    lo, hi = (jax.flatten_util.ravel_pytree(b)[0] for b in raw_box(raw0))
+
+    def held(theta, g):  # on a face of the box with the objective falling outwards
+        return ((theta <= lo) & (g > 0)) | ((theta >= hi) & (g < 0))
+
     def step(carry):
         theta, params, f, g, H, t, scaled, i = carry
-        p = -H @ g
-        slope = jnp.dot(g, p)
-        descent = slope < 0
-        p = jnp.where(descent, p, -g)
-        cap = jnp.minimum(1, max_step / jnp.maximum(jnp.max(jnp.abs(p)), eps))
-        s = t * cap * p
-        cand = theta + s
+        gf = jnp.where(held(theta, g), 0, g)
+        p = jnp.where(held(theta, g), 0, -H @ gf)
+        p = jnp.where(jnp.dot(g, p) < 0, p, -gf)
+
+        def trial(p):  # theta + s projected onto the box, and the step actually taken
+            cap = jnp.minimum(1, max_step / jnp.maximum(jnp.max(jnp.abs(p)), eps))
+            s = t * cap * p
+            cand = jnp.clip(theta + s, lo, hi)
+            return cand, jnp.where(cand == theta + s, s, cand - theta)
+
+        # a projection that bends the step uphill: the projected gradient step instead
+        (cand, s), (cand_g, s_g) = trial(p), trial(-gf)
+        bent = jnp.dot(g, s) >= 0
+        cand, s = jnp.where(bent, cand_g, cand), jnp.where(bent, s_g, s)
         fc, qc, gc = value_and_grad(cand)
         accept = jnp.isfinite(fc) & ((fc <= f + 1e-4 * jnp.dot(g, s)) | ~jnp.isfinite(f))
         y = gc - g
         sy = jnp.dot(s, y)
-        good = accept & (sy > eps * jnp.sqrt(jnp.dot(s, s) * jnp.dot(y, y))) & (sy > 0)
+        # no update from the first step (no gradient yet; s is the start's projection)
+        good = accept & jnp.isfinite(f) & (sy > eps * jnp.sqrt(jnp.dot(s, s) * jnp.dot(y, y))) & (sy > 0)
         sy_safe = jnp.where(good, sy, 1)
         # first update: scale the initial inverse Hessian (Nocedal & Wright, Eq. 6.20)
         H0 = jnp.where(scaled, H, eye * sy_safe / jnp.maximum(jnp.dot(y, y), eps))
@@ -447,11 +480,11 @@ def fit_profiled(X, z, mask, init: GPParams, min_noise, *, steps: int, fit_mean:
         return theta, params, f, g, H, t, scaled, i + 1
 
     def go_on(carry):
-        *_, f, g, _, _, _, i = carry
-        converged = jnp.isfinite(f) & (jnp.max(jnp.abs(g)) <= tol)
+        theta, _, f, g, _, _, _, i = carry
+        converged = jnp.isfinite(f) & (jnp.max(jnp.abs(jnp.where(held(theta, g), 0, g))) <= tol)
         return (i < steps) & ~converged
 
-    # The first step evaluates the start itself (f = inf, g = 0: a zero step that is
+    # The first step evaluates the start itself, projected onto the box (f = inf, g = 0:
     # always accepted), so the objective is traced once. Profiled-out coordinates of
     # theta (the mean, the amplitude) have gradient 0 and never move; the objective
     # returns the full hyperparameters and their Cholesky factor, carried beside theta.
@@ -470,18 +503,21 @@ def fit_profiled(X, z, mask, init: GPParams, min_noise, *, steps: int, fit_mean:
 
 
 def first_order(obj, optimizer, theta, *, steps):
-    """Fixed-step loop for a user-given optax transformation (e.g. ``optax.adam``)."""
+    """Fixed-step loop for a user-given optax transformation (e.g. ``optax.adam``) on the raw
+    parameters ``theta``, each iterate (the start included) projected onto their box by
+    :func:`clip_raw` (:func:`raw_box`). Returns the last iterate and its objective."""
     vg = jax.value_and_grad(obj)
+    theta = clip_raw(theta)
     state = optimizer.init(theta)
 
     def step(carry, _):
         theta, state = carry
         _, grad = vg(theta)
         updates, state = optimizer.update(grad, state, theta)
-        return (optax.apply_updates(theta, updates), state), None
+        return (clip_raw(optax.apply_updates(theta, updates)), state), None
 
     (theta, _), _ = jax.lax.scan(step, (theta, state), None, length=steps)
-    return theta, obj(clip_raw(theta))
+    return theta, obj(theta)
 
 
 def fit_restarts(key, X, y, mask, init, min_noise, tol, *, steps, num_restarts, fit_mean, use_prior, optimizer,
@@ -518,7 +554,7 @@ def fit_restarts(key, X, y, mask, init, min_noise, tol, *, steps, num_restarts, 
         obj = partial(objective, X=X, y=y, mask=mask, min_noise=min_noise,
                       use_prior=use_prior, fit_mean=fit_mean, mean0=start.mean)
         theta, value = first_order(obj, optimizer, to_raw(start, min_noise), steps=steps)
-        p = from_raw(clip_raw(theta), min_noise)
+        p = from_raw(theta, min_noise)
         if not fit_mean:
             p = p._replace(mean=start.mean)
         return p, value, jnp.asarray(steps, jnp.int32)

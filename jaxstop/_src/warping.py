@@ -53,7 +53,6 @@ __all__ = [
     "warp",
     "unwarp",
     "log_prior",
-    "clip",
 ]
 
 #: ``|log a|``, ``|log b|`` stay within ``log 4`` in a fit (a, b in [0.25, 4]).
@@ -136,9 +135,4 @@ def log_prior(log_a, log_b):
     constant: ``-sum(t + t^2 / (2 PRIOR_SIGMA^2))`` over ``t`` in ``log_a`` and ``log_b``."""
     t = jnp.concatenate([jnp.ravel(log_a), jnp.ravel(log_b)])
     return -jnp.sum(t + jnp.square(t) / (2 * PRIOR_SIGMA**2))
-
-
-def clip(log_v):
-    """``log a`` or ``log b`` clipped to the fit's box ``[-LOG_BOX, LOG_BOX]``."""
-    return jnp.clip(log_v, -LOG_BOX, LOG_BOX)
 
