@@ -86,3 +86,106 @@ def test_grouped_maps_on_cpu():
         # lax.map's scan over 3 groups of 2, each group a while loop of its own
         assert hlo.count("stablehlo.while") >= 2
     assert _batching.group_size(10) == 40 and _batching.group_size(100) == 2 and _batching.group_size(1) == 64
+
+
+# ---- gated_cond: a branch that stays a branch under vmap
+
+
+def _branches(calls):
+    """A rare, observable true branch (it counts its calls) and a cheap false branch; both
+    close over a traced-in scale. Only + and * on float64: each member's value is the same
+    correctly rounded arithmetic whether batched or not."""
+
+    def true_fn(v, scale):
+        jax.debug.callback(lambda: calls.append(1))
+        return {"v": v * 3.0 + scale, "n": jnp.asarray(1, jnp.int32)}
+
+    def false_fn(v, scale):
+        return {"v": v - scale, "n": jnp.asarray(0, jnp.int32)}
+
+    return true_fn, false_fn
+
+
+def test_gated_cond_equals_cond_per_member_unbatched_batched_and_nested(rng):
+    calls = []
+    true_fn, false_fn = _branches(calls)
+    x = jnp.asarray(rng.normal(size=(3, 4)))
+    scale = jnp.asarray(0.25)
+
+    def gated(v):
+        return _batching.gated_cond(v > 0.5, lambda v: true_fn(v, scale), lambda v: false_fn(v, scale), v)
+
+    def plain(v):
+        return jax.lax.cond(v > 0.5, lambda v: true_fn(v, scale), lambda v: false_fn(v, scale), v)
+
+    xs = np.asarray(x)
+    ref_v = np.where(xs > 0.5, xs * 3.0 + 0.25, xs - 0.25)
+    for f in (jax.jit(jax.vmap(jax.vmap(gated))), jax.vmap(jax.vmap(plain))):
+        out = f(x)
+        np.testing.assert_array_equal(out["v"], ref_v)
+        np.testing.assert_array_equal(out["n"], (xs > 0.5).astype(np.int32))
+    one = jax.jit(gated)(x[0, 0])
+    assert float(one["v"]) == float(ref_v[0, 0])
+    # a predicate that is not batched, operands that are: one real branch
+    out = jax.vmap(lambda v: _batching.gated_cond(True, lambda v: true_fn(v, scale), lambda v: false_fn(v, scale),
+                                                  v))(x[0])
+    np.testing.assert_array_equal(out["v"], xs[0] * 3.0 + 0.25)
+    with pytest.raises(TypeError, match="different structures"):
+        _batching.gated_cond(x[0, 0] > 0, lambda v: v, lambda v: (v, v), x[0, 0])
+
+
+def test_gated_cond_runs_the_true_branch_only_when_some_member_takes_it():
+    """In a vmapped loop, the true branch runs at the steps where some member's predicate
+    holds (every 4th step here), where a plain cond on a batched predicate runs it at all."""
+
+    def loop(cond, calls):
+        true_fn, false_fn = _branches(calls)
+
+        def body(i, v):
+            take = (i % 4 == 0) & (v > -1e9)
+            return cond(take, lambda v: true_fn(v, 0.0)["v"], lambda v: v + 1.0, v)
+
+        return jax.jit(jax.vmap(lambda v: jax.lax.fori_loop(0, 12, body, v)))
+
+    x = jnp.arange(5.0)
+    gated_calls, plain_calls = [], []
+    got = loop(_batching.gated_cond, gated_calls)(x)
+    ref = loop(jax.lax.cond, plain_calls)(x)
+    np.testing.assert_array_equal(got, ref)
+    jax.effects_barrier()
+    # a callback without arguments runs once per evaluation of the (vmapped) branch
+    assert (len(gated_calls), len(plain_calls)) == (3, 12)
+    none = []
+    loop(lambda p, t, f, v: _batching.gated_cond(p & False, t, f, v), none)(x)
+    jax.effects_barrier()
+    assert none == []
+
+
+def test_any_in_batch_keeps_a_loop_counter_unbatched():
+    """A loop on ``any_in_batch(running)``: each member equals its own loop, the loop runs
+    as long as the longest member, and its counter stays a scalar under vmap (so a write at
+    the counter is an in-place update, not a scatter)."""
+
+    def count_to(limit):
+        def cond(c):
+            i, v = c
+            return _batching.any_in_batch(v < limit)
+
+        def body(c):
+            i, v = c
+            return i + 1, jnp.where(v < limit, v + 1, v)
+
+        return jax.lax.while_loop(cond, body, (jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32)))
+
+    limits = jnp.asarray([3, 7, 1, 5])
+    i, v = jax.jit(jax.vmap(count_to))(limits)
+    np.testing.assert_array_equal(v, limits)
+    assert i.tolist() == [7, 7, 7, 7]  # one shared counter: the longest member's loop
+    # nested vmap: over every member of both axes (the value comes back broadcast)
+    nested = jax.vmap(jax.vmap(_batching.any_in_batch))
+    assert bool(jnp.all(nested(jnp.asarray([[False, False], [False, True]]))))
+    assert not bool(jnp.any(nested(jnp.zeros((2, 2), bool))))
+    jaxpr = jax.make_jaxpr(jax.vmap(count_to))(limits)
+    loop = next(e for e in jaxpr.eqns if e.primitive.name == "while")
+    assert [tuple(v.aval.shape) for v in loop.outvars] == [(), (4,)]
+    assert [int(x) for x in count_to(jnp.asarray(4))] == [4, 4]

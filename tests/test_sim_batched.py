@@ -171,3 +171,75 @@ def test_an_integer_seed_where_a_key_belongs_says_how_to_make_a_key():
     value = v[int(job.config), int(job.budget) - 1]
     state, info = policy.tell(state, job, policies.make_result(value, job.budget))
     assert int(info.incumbent) == int(job.config)
+
+
+def _uneven_policy(batch: bool):
+    """A toy policy whose studies end after a key-drawn number of steps (1..6), so the
+    studies of a vmapped batch finish at different iterations. Its batch form asks 4 slots
+    with gaps (slots 1 and 3 only, then 0 and 2, ...): the simulator compacts them."""
+    from jaxstop.policies import Info, Limits, build_policy, make_job
+
+    def init(cfg, key, params):
+        return {"n": jnp.zeros((), jnp.int32), "end": jax.random.randint(key, (), 1, 7), "best": jnp.asarray(-1)}
+
+    def ask(cfg, key, state, params):
+        c = state["n"] % 5
+        return make_job(c, jnp.zeros((0,)), 1 + c % 3), state
+
+    def tell(cfg, state, job, result, params):
+        n = state["n"] + 1
+        state = {**state, "n": n, "best": job.config}
+        return state, Info(n >= state["end"], job.config)
+
+    def ask_batch(cfg, key, state, params):
+        slots = jnp.arange(4)
+        active = (slots % 2) == (state["n"] % 2)
+        cfg = (state["n"] + slots) % 5
+        return make_job(cfg, jnp.zeros((4, 0)), 1 + cfg % 3, jnp.zeros((4,))), active, state
+
+    def tell_batch(cfg, state, jobs, results, active, params):
+        n = state["n"] + jnp.cumsum(active, dtype=jnp.int32)
+        end = n >= state["end"]
+        state = {**state, "n": state["n"] + jnp.sum(active, dtype=jnp.int32), "best": jobs.config[3]}
+        return state, Info(end, jobs.config)
+
+    extra = dict(ask_batch=ask_batch, tell_batch=tell_batch, batch_size=4) if batch else {}
+    return build_policy(("uneven", batch), init=init, ask=ask, tell=tell, limits=Limits(5, None, 4 if batch else None),
+                        **extra)
+
+
+@pytest.mark.parametrize("batch", [False, True])
+def test_studies_ending_at_different_steps_do_not_depend_on_their_batch(batch):
+    """Each study of a vmapped batch equals the same study run alone (and run in another
+    batch): a finished study keeps its state while the others go on, and the trace
+    compacts a batch's active slots in order."""
+    v, _ = curves(5)
+    table = sim.CurveTable(jnp.asarray(v[:5], jnp.float32))
+    policy = _uneven_policy(batch)
+    keys = jax.random.split(jax.random.key(2), 6)
+    runs = jax.jit(jax.vmap(lambda k: sim.run(policy, table, k, max_jobs=12)))(keys)
+    ends = [int(jax.random.randint(jax.random.split(k)[0], (), 1, 7)) for k in keys]
+    assert len(set(ends)) > 1  # the studies do end at different steps
+    for i, k in enumerate(keys):
+        alone = sim.run(policy, table, k, max_jobs=12)
+        assert leaves_equal(alone, jax.tree_util.tree_map(lambda a: a[i], runs)) == []
+        # the jobs the protocol runs, by hand: one job per step, or the active slots of a batch
+        n_done, configs = 0, []
+        for step in range(12):
+            if batch:
+                slots = [s for s in range(4) if s % 2 == n_done % 2]
+                for s in slots:
+                    if len(configs) < 12:
+                        configs.append((n_done + s) % 5)
+                n_done += len(slots)
+            else:
+                configs.append(n_done % 5)
+                n_done += 1
+            if n_done >= ends[i] or len(configs) >= 12:
+                break
+        n = int(alone.num_jobs)
+        assert np.asarray(alone.jobs.config)[:n].tolist() == configs[:n]
+        assert np.asarray(alone.active).tolist() == [j < n for j in range(12)]
+        assert np.asarray(alone.spent)[:n].tolist() == np.cumsum([1 + c % 3 for c in configs[:n]]).tolist()
+    pair = jax.vmap(lambda k: sim.run(policy, table, k, max_jobs=12))(keys[:2])
+    assert leaves_equal(jax.tree_util.tree_map(lambda a: a[1], pair), jax.tree_util.tree_map(lambda a: a[1], runs)) == []

@@ -8,6 +8,10 @@ matrices in cache and lets each study stop on its own: 1.5-2x the throughput of 
 of regret bounds at n = 200-500 trials (m = 100-250) in ``benchmarks/RESULTS.md``.
 :func:`grouped_on_cpu` wraps a per-study function so that ``vmap`` of it maps in groups on
 CPU and vectorises on other platforms; callers (and users) keep writing ``jax.vmap``.
+
+:func:`gated_cond` is the branch that stays a branch under ``vmap``: a policy's expensive
+step (a round's keep decision, a proposal, a BOS solve) then runs at the steps where some
+study of the batch needs it, not at every step of every study.
 """
 
 from __future__ import annotations
@@ -15,7 +19,102 @@ from __future__ import annotations
 from typing import Callable
 
 import jax
+import jax.numpy as jnp
 from jax import custom_batching
+
+
+def _closed(fn: Callable, leaves, treedef):
+    """``fn`` of the pytree ``treedef`` as a jaxpr over ``leaves``: ``(run, consts, out_tree)``
+    with ``run(*consts, *leaves)`` its flat outputs. The values ``fn`` closes over (tracers
+    of an enclosing transformation included) become the explicit operands ``consts``."""
+    closed, out_shape = jax.make_jaxpr(lambda *a: fn(*jax.tree_util.tree_unflatten(treedef, a)),
+                                       return_shape=True)(*leaves)
+    consts = list(closed.consts)
+    num_consts = len(consts)
+
+    def run(*operands):
+        return jax.core.eval_jaxpr(closed.jaxpr, operands[:num_consts], *operands[num_consts:])
+
+    return run, consts, jax.tree_util.tree_structure(out_shape)
+
+
+def gated_cond(pred, true_fn: Callable, false_fn: Callable, *operands):
+    """``lax.cond(pred, true_fn, false_fn, *operands)`` that stays a branch under ``vmap``.
+
+    Under ``jax.vmap`` a ``lax.cond`` on a batched predicate becomes a ``select`` that
+    evaluates both branches for every member at every call. Here the batching rule
+    evaluates ``false_fn`` for the whole batch and ``true_fn`` (vmapped) only when *some*
+    member's predicate holds (a ``lax.cond`` on ``any(pred)``, gated the same way again
+    under an enclosing ``vmap``), then selects per member. Give the rare, expensive work
+    to ``true_fn``. Values are those of ``lax.cond`` (each member gets its own branch's
+    outputs, the same per-member program). The branches may close over traced values.
+    Not differentiable (``custom_vmap``).
+
+    Example:
+        >>> import jax, jax.numpy as jnp
+        >>> f = lambda x: gated_cond(x > 1.0, lambda v: v * 10.0, lambda v: -v, x)
+        >>> jax.vmap(f)(jnp.array([0.5, 2.0])).tolist()
+        [-0.5, 20.0]
+    """
+    leaves, treedef = jax.tree_util.tree_flatten(operands)
+    run_t, consts_t, out_tree = _closed(true_fn, leaves, treedef)
+    run_f, consts_f, out_tree_f = _closed(false_fn, leaves, treedef)
+    if out_tree != out_tree_f:
+        raise TypeError(f"gated_cond: the branches return different structures, {out_tree} and {out_tree_f}")
+    nt, nf = len(consts_t), len(consts_f)
+
+    def split(args):
+        return args[:nt], args[nt:nt + nf], args[nt + nf:]
+
+    @custom_batching.custom_vmap
+    def call(p, *args):
+        ct, cf, xs = split(args)
+        return jax.lax.cond(p, lambda: run_t(*ct, *xs), lambda: run_f(*cf, *xs))
+
+    @call.def_vmap
+    def rule(axis_size, in_batched, p, *args):
+        def bcast(a, batched):
+            return a if batched else jnp.broadcast_to(a, (axis_size,) + jnp.shape(a))
+
+        p = bcast(p, in_batched[0])
+        args = [bcast(a, b) for a, b in zip(args, in_batched[1:])]
+        ct, cf, xs = split(args)
+        fallback = jax.vmap(lambda *a: run_f(*a), axis_size=axis_size)(*cf, *xs)
+
+        def taken(ct, xs, fallback):
+            out = jax.vmap(lambda *a: run_t(*a), axis_size=axis_size)(*ct, *xs)
+            return [jnp.where(jnp.reshape(p, p.shape + (1,) * (o.ndim - 1)), o, f)
+                    for o, f in zip(out, fallback)]
+
+        out = gated_cond(jnp.any(p), taken, lambda ct, xs, fallback: list(fallback), ct, xs, fallback)
+        return out, [True] * len(out)
+
+    out = call(pred, *consts_t, *consts_f, *leaves)
+    return jax.tree_util.tree_unflatten(out_tree, out)
+
+
+@custom_batching.custom_vmap
+def any_in_batch(pred):
+    """``pred`` (a bool scalar) for one study; under ``vmap``, whether it holds for *some*
+    study of the batch, an unbatched value (nested ``vmap``: over all of them).
+
+    A loop whose condition is ``any_in_batch(running)`` stays one loop with an unbatched
+    counter under ``vmap`` (a ``while_loop`` on a batched predicate batches its whole
+    carry, counters included, so writes at the counter become scatters); its body keeps
+    finished studies unchanged itself. A study's values never depend on the others'.
+
+    Example:
+        >>> import jax, jax.numpy as jnp
+        >>> bool(jax.vmap(any_in_batch)(jnp.array([False, True])))
+        True
+    """
+    return pred
+
+
+@any_in_batch.def_vmap
+def _any_in_batch_rule(axis_size, in_batched, pred):
+    (batched,) = in_batched
+    return (any_in_batch(jnp.any(pred)) if batched else pred), False
 
 
 def group_size(m: int) -> int:

@@ -166,10 +166,14 @@ class Limits(NamedTuple):
             points of the unit cube, ``job.config == -1``).
         max_jobs: Most jobs one study runs before the policy terminates it (``None`` when
             the policy does not terminate by itself).
+        max_batches: Most batches of the batch protocol one study asks before the policy
+            terminates it (``None``: unknown; the simulator then allows ``max_jobs``
+            batches, and a study's trace buffers grow with ``max_jobs x batch_size``).
     """
 
     num_configs: Optional[int] = None
     max_jobs: Optional[int] = None
+    max_batches: Optional[int] = None
 
 
 class Policy(NamedTuple):

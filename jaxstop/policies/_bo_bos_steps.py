@@ -16,10 +16,10 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
-from jax import custom_batching, lax
 
 from jaxstop import bos, gp
 from jaxstop._src import regret_bound, schedules
+from jaxstop._src.batching import gated_cond
 from jaxstop.policies._base import Incumbent, Job, Result, jit_step, make_job, renamed_field, update_incumbent
 
 
@@ -161,46 +161,6 @@ class BoBosInfo(NamedTuple):
     ucb_width: jax.Array = None
 
     best_value = renamed_field("incumbent_value", "best_value")
-
-
-# --------------------------------------------------------------------------------------
-# A branch that stays a branch under vmap
-
-
-def _gated(fn):
-    """``lambda pred, operand, fallback: fn(operand) if pred else fallback``.
-
-    Unbatched it is a ``lax.cond``. Under ``vmap`` a ``lax.cond`` on a batched
-    predicate becomes a ``select`` that evaluates ``fn`` for every member at
-    every call; here the batching rule evaluates the vmapped ``fn`` for the whole
-    batch only when *some* member's predicate holds (a ``lax.cond`` on
-    ``any(pred)``, gated the same way again under an enclosing vmap) and keeps
-    ``fallback`` for the others.
-    """
-
-    @custom_batching.custom_vmap
-    def run(pred, operand, fallback):
-        return lax.cond(pred, fn, lambda _: fallback, operand)
-
-    @run.def_vmap
-    def _rule(axis_size, in_batched, pred, operand, fallback):
-        pb, ob, fb = in_batched
-
-        def bcast(a, batched):
-            return a if batched else jnp.broadcast_to(a, (axis_size,) + jnp.shape(a))
-
-        pred = bcast(pred, pb)
-        operand = jax.tree.map(bcast, operand, ob)
-        fallback = jax.tree.map(bcast, fallback, fb)
-        out = _gated(jax.vmap(fn))(jnp.any(pred), operand, fallback)
-
-        def pick(o, f):
-            return jnp.where(jnp.reshape(pred, pred.shape + (1,) * (o.ndim - 1)), o, f)
-
-        out = jax.tree.map(pick, out, fallback)
-        return out, jax.tree.map(lambda _: True, out)
-
-    return run
 
 
 # --------------------------------------------------------------------------------------
@@ -447,7 +407,7 @@ def report(cfg: BoBosConfig, state: BoBosState, job: Job, epoch, value, params):
     state, solve_now, operand = _record(cfg, state, epoch, value, params)
     if not cfg.early_stopping:
         return state, jnp.asarray(False)
-    table = _gated(functools.partial(_solve, cfg))(solve_now, operand, state.table)
+    table = gated_cond(solve_now, functools.partial(_solve, cfg), lambda _: state.table, operand)
     return _decide(cfg, state, table, solve_now, epoch, value, params)
 
 

@@ -115,8 +115,9 @@ Cost inside a simulation
 The BOS solve (curve-GP fit, ``num_paths`` paths, backward induction) is the
 expensive step. It is branched with ``lax.cond`` on ``epoch == N0``; under
 ``jax.vmap`` (many seeds) a plain ``lax.cond`` on a batched predicate would
-become a ``select`` and run the solve at every epoch, so the branch is wrapped
-in a custom batching rule that runs the vmapped solve for the whole batch
+become a ``select`` and run the solve at every epoch, so the branch is the
+package's gated branch (a custom batching rule, also used by the halving family's
+round decisions) that runs the vmapped solve for the whole batch
 only when some member is at epoch ``N0`` (members stay in step, since every
 job starts at epoch 0; a member whose curve ended just before ``N0`` can trigger
 extra solves whose results are discarded). The GP fit in ``ask`` runs once per job.

@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxstop._src import checks as _checks
+from jaxstop._src.batching import any_in_batch
 from jaxstop.policies import Job, Policy, Result
 
 __all__ = ["CurveTable", "Trace", "check_run_args", "check_table", "curve_lengths", "run", "run_batch"]
@@ -238,23 +239,38 @@ def _lookup(table: CurveTable, lengths, job: Job, history: int) -> Result:
 
 
 class _Carry(NamedTuple):
-    """The simulator's loop state: the policy's state, counters and the trace buffers."""
+    """The simulator's loop state: the policy's state and the study's counters."""
 
     state: Any
-    step: jax.Array       # loop iterations (jobs, or batches)
     n: jax.Array          # jobs run
     done: jax.Array       # the policy terminated the study
     spent: jax.Array
     incumbent: jax.Array
     stop_job: jax.Array
-    bad: jax.Array
-    buffers: Any          # (jobs, results, infos, active, spent, incumbents) of every job
 
 
-def _write(buffers, rows, at):
-    """Writes ``rows`` (leading axis r) into ``buffers`` (leading axis >= at + r) at ``at``."""
-    return jax.tree_util.tree_map(
-        lambda b, r: jax.lax.dynamic_update_slice_in_dim(b, r.astype(b.dtype), at, axis=0), buffers, rows)
+def _compact(staged, act, max_jobs: int):
+    """The first ``max_jobs`` active slots of ``staged`` (leaves of shape (steps, width, ...)),
+    in step and slot order (the order the one-job protocol would run them), zero-padded;
+    and their ``active`` flags."""
+    steps, width = act.shape
+    flat = jax.tree_util.tree_map(lambda a: a.reshape((steps * width,) + a.shape[2:]), (staged, act))
+    total = steps * width
+    if total < max_jobs:
+        flat = jax.tree_util.tree_map(
+            lambda a: jnp.concatenate([a, jnp.zeros((max_jobs - total,) + a.shape[1:], a.dtype)]), flat)
+    if width > 1:
+        # a batch's active slots may leave gaps: the index of the k-th active slot, by one
+        # scatter of slot indices to their ranks among the active ones (a stable partition,
+        # far cheaper than a sort on CPU), then one gather per field
+        act = flat[1]
+        rank = jnp.where(act, jnp.cumsum(act) - 1, max_jobs)
+        order = jnp.zeros((max_jobs,), jnp.int32).at[rank].set(
+            jnp.arange(act.shape[0], dtype=jnp.int32), mode="drop")
+        staged = jax.tree_util.tree_map(lambda a: a[order], flat[0])
+        return staged, jnp.arange(max_jobs) < jnp.sum(act)
+    # one job per step: the active steps are a prefix (a finished study stays finished)
+    return jax.tree_util.tree_map(lambda a: a[:max_jobs], flat)
 
 
 def _run(policy: Policy, table: CurveTable, key, params, max_jobs: int, batched: bool) -> Trace:
@@ -263,6 +279,10 @@ def _run(policy: Policy, table: CurveTable, key, params, max_jobs: int, batched:
     k_init, k_loop = jax.random.split(key)
     state0 = policy.init(k_init, params)
     width = policy.batch_size if batched else 1
+    # loop iterations: one per job, or one per batch (the policy's bound, at most max_jobs)
+    steps = max_jobs
+    if batched and policy.limits.max_batches is not None:
+        steps = min(steps, policy.limits.max_batches)
 
     def play(state, k):
         """One loop iteration: ``width`` job slots, their ``active`` mask, one info."""
@@ -283,65 +303,68 @@ def _run(policy: Policy, table: CurveTable, key, params, max_jobs: int, batched:
         state, info = policy.tell(state, one(jobs), one(results), params)
         return state, jax.tree_util.tree_map(lambda a: jnp.asarray(a)[None], info)
 
-    def one_step(state, k):
-        """The jobs, results (without history) and infos of one iteration (for their shapes)."""
-        jobs, act, results, state = play(state, k)
-        return jobs, results._replace(history=None), tell(state, jobs, act, results)[1]
+    keys = jax.random.split(k_loop, steps)
 
-    job_shapes, result_shapes, info_shape = jax.eval_shape(one_step, state0, k_loop)
-    cap = max_jobs + width
-    buffers = (
-        jax.tree_util.tree_map(lambda sd: jnp.zeros((cap,) + sd.shape[1:], sd.dtype), job_shapes),
-        jax.tree_util.tree_map(lambda sd: jnp.zeros((cap,) + sd.shape[1:], sd.dtype), result_shapes),
-        jax.tree_util.tree_map(lambda sd: jnp.zeros((cap,) + sd.shape[1:], sd.dtype), info_shape),
-        jnp.zeros((cap,), bool),
-        jnp.zeros((cap,), jnp.int32),
-        jnp.zeros((cap,), jnp.int32),
-    )
-
-    def cond(c: _Carry):
-        # a finished study stops here; under vmap the loop ends when every study has
-        return ~c.done & (c.n < max_jobs) & (c.step < max_jobs)
-
-    keys = jax.random.split(k_loop, max_jobs)
-
-    def body(c: _Carry) -> _Carry:
-        k = keys[c.step]
+    def live(c: _Carry, k):
+        """One iteration of a running study: its carry and its slots (jobs, results, infos,
+        active)."""
         jobs, act, results, state = play(c.state, k)
         # never run more than max_jobs jobs: later slots of a batch stay un-run
         pos = c.n + jnp.cumsum(act.astype(jnp.int32)) - 1
         act = act & (pos < max_jobs)
         state, infos = tell(state, jobs, act, results)
+        results = results._replace(history=None)
         count = jnp.sum(act).astype(jnp.int32)
-        # the batch's active jobs first, in slot order (the order ask would give them)
-        order = jnp.argsort(~act, stable=True)
-        take = lambda t: jax.tree_util.tree_map(lambda a: a[order], t)  # noqa: E731
-        jobs, results, infos, act = take(jobs), take(results)._replace(history=None), take(infos), act[order]
         cost = jnp.where(act, results.epoch - jnp.clip(jobs.start, 0, results.epoch), 0)
-        spent_t = c.spent + jnp.cumsum(cost).astype(jnp.int32)
-        info = jax.tree_util.tree_map(lambda a: a[jnp.maximum(count - 1, 0)], infos)  # after the last job
+        # the info after the batch's last active job
+        last = width - 1 - jnp.argmax(act[::-1])
+        info = jax.tree_util.tree_map(lambda a: a[last], infos)
         incumbent = jnp.where(count > 0, jnp.asarray(info.incumbent, jnp.int32), c.incumbent)
-        incs = jnp.asarray(infos.incumbent, jnp.int32)
-        rows = (jobs, results, infos, act, spent_t, incs)
-        # slots that did not run stay zero in the trace
-        rows = jax.tree_util.tree_map(
-            lambda a: jnp.where(act.reshape((width,) + (1,) * (a.ndim - 1)), a, jnp.zeros_like(a)), rows)
-        buffers = _write(c.buffers, rows, c.n)
         terminate = (count > 0) & jnp.asarray(info.terminate, bool)
         n = c.n + count
-        bad = c.bad + jnp.sum(act & ((jobs.config < 0) | (jobs.config >= num_configs))).astype(jnp.int32)
-        return _Carry(state, c.step + 1, n, c.done | terminate, c.spent + jnp.sum(cost).astype(jnp.int32),
-                      incumbent, jnp.where(terminate, n - 1, c.stop_job), bad, buffers)
+        c = _Carry(state, n, c.done | terminate, c.spent + jnp.sum(cost).astype(jnp.int32), incumbent,
+                   jnp.where(terminate, n - 1, c.stop_job))
+        return c, (jobs, results, infos, act)
+
+    def running(c: _Carry):
+        return ~c.done & (c.n < max_jobs)
+
+    def cond(loop):
+        i, c, _ = loop
+        # under vmap: while some study of the batch runs (an unbatched counter, so each
+        # iteration writes its rows in place); a finished study stays as it is
+        return (i < steps) & any_in_batch(running(c))
+
+    def body(loop):
+        i, c, staged = loop
+        # unbatched, the loop runs while the study does; under vmap a finished study's
+        # carry stays as it is and its slots are marked not run
+        run = running(c)
+        new, (jobs, results, infos, act) = live(c, keys[i])
+        c = jax.tree_util.tree_map(lambda a, b: jnp.where(run, a, b), new, c)
+        rows = (jobs, results, infos, act & run)
+        staged = jax.tree_util.tree_map(lambda b, r: jax.lax.dynamic_update_index_in_dim(b, r, i, 0), staged, rows)
+        return i + 1, c, staged
 
     zero = jnp.zeros((), jnp.int32)
-    c0 = _Carry(state0, zero, zero, jnp.asarray(False), zero, jnp.asarray(-1, jnp.int32),
-                jnp.asarray(max_jobs, jnp.int32), zero, buffers)
-    c = jax.lax.while_loop(cond, body, c0)
-    jobs, results, infos, active, spent_t, incs = jax.tree_util.tree_map(lambda b: b[:max_jobs], c.buffers)
+    c0 = _Carry(state0, zero, jnp.asarray(False), zero, jnp.asarray(-1, jnp.int32), jnp.asarray(max_jobs, jnp.int32))
+    row_shapes = jax.eval_shape(live, c0, keys[0])[1]
+    staged0 = jax.tree_util.tree_map(lambda sd: jnp.zeros((steps,) + sd.shape, sd.dtype), row_shapes)
+    _, c, staged = jax.lax.while_loop(cond, body, (zero, c0, staged0))
+    *staged, act = staged
+    (jobs, results, infos), active = _compact(tuple(staged), act, max_jobs)
+    # slots that did not run are zero in the trace
+    jobs, results, infos = jax.tree_util.tree_map(
+        lambda a: jnp.where(active.reshape(active.shape + (1,) * (a.ndim - 1)), a, jnp.zeros_like(a)),
+        (jobs, results, infos))
+    cost = jnp.where(active, results.epoch - jnp.clip(jobs.start, 0, results.epoch), 0)
+    spent_t = jnp.cumsum(cost).astype(jnp.int32)
+    incs = jnp.asarray(infos.incumbent, jnp.int32)
     # after the last job the cumulative budget and incumbent stay where they are
     ran = jnp.arange(max_jobs) < c.n
     spent_t = jnp.where(ran, spent_t, c.spent)
     incs = jnp.where(ran, incs, c.incumbent)
+    bad = jnp.sum(active & ((jobs.config < 0) | (jobs.config >= num_configs))).astype(jnp.int32)
     incumbent = c.incumbent
     inc = jnp.clip(incumbent, 0, num_configs - 1)
     last = lengths[inc] - 1
@@ -350,7 +373,7 @@ def _run(policy: Policy, table: CurveTable, key, params, max_jobs: int, batched:
     inc_value = jnp.where(has_inc, table.values[inc, last], nan)
     inc_test = nan if table.test is None else jnp.where(has_inc, table.test[inc, last], nan)
     num_jobs = jnp.where(c.stop_job < max_jobs, c.stop_job + 1, c.n).astype(jnp.int32)
-    return Trace(incumbent, inc_value, inc_test, c.spent, c.stop_job, num_jobs, c.bad,
+    return Trace(incumbent, inc_value, inc_test, c.spent, c.stop_job, num_jobs, bad,
                  jobs, results, infos, active, spent_t, incs, ~c.done)
 
 
@@ -388,8 +411,9 @@ def run(policy: Policy, table: CurveTable, key: jax.Array, params: Any = None, *
     ``policy.report`` after every budget unit, if the policy has one, and stopping
     when it says so; a job never trains past the end of its configuration's curve),
     and tells the policy the result. The loop ends when the policy sets
-    ``info.terminate`` or after ``max_jobs`` jobs; under ``jax.vmap`` it ends when
-    every study has, so finished studies cost nothing once all are finished.
+    ``info.terminate`` or after ``max_jobs`` jobs; under ``jax.vmap`` it runs while
+    some study does (a finished study keeps its state, and its results never depend on
+    the other studies of the batch) and ends when every study has.
 
     With the batch protocol (``batched``, the default for policies that offer it,
     e.g. SH / Hyperband and their UQ versions) a step runs a whole round: every job of

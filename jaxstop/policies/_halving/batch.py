@@ -60,8 +60,10 @@ def _running_incumbent(e: Engine, s: HalvingState, level, value, configs, ok):
     ok = ok & jnp.isfinite(value) & (level >= s.inc_level)
     higher = level > s.inc_level
     v = jnp.where(ok, value, jnp.inf)
-    before = jnp.arange(n)[None, :] <= jnp.arange(n)[:, None]
-    best = jnp.argmin(jnp.where(before, v[None, :], jnp.inf), axis=1)  # first strict minimum so far
+    # the first strict minimum so far (slot 0 while every value is inf): the last slot
+    # below every earlier one, by two running reductions (O(n), not a pairwise matrix)
+    lowest_before = jnp.concatenate([jnp.full((1,), jnp.inf, v.dtype), jax.lax.cummin(v)[:-1]])
+    best = jax.lax.cummax(jnp.where(v < lowest_before, jnp.arange(n), 0))
     seen = jnp.cumsum(ok) > 0
     # at the incumbent's level a result must beat it; at a higher rung the first one replaces it
     takes = seen & (higher | (v[best] < s.incumbent_value))
@@ -135,7 +137,7 @@ def _rows(e: Engine, state: HalvingState, act, final: HalvingInfo, running, prof
 def _tell_rounds(e: Engine, state: HalvingState, jobs: Job, results: Result, active, params):
     call = lambda piece, *args: piece(e, *args)  # noqa: E731
     s, decided, finished, running = record_batch(e, state, jobs, results, active, params)
-    s, final = finish(e, call, s, decided, finished, params)
+    s, final = finish(e, call, s, decided, finished, params, every_call=True)
     act = active & ~state.done & state.pending
     return s, _rows(e, state, act, final, running, state.prof.ok)
 

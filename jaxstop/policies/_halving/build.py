@@ -68,7 +68,9 @@ def halving_policy(
         # a profiled candidate's whole curve comes back in Result.history
         history=max(width, max_budget) if num_profile else width,
     )
+    # a batch is one round (every pending member's job), or the profiling jobs
+    max_batches = e.num_rounds + (1 if num_profile else 0)
     batch = {} if tpe else dict(ask_batch=ask_batch, tell_batch=tell_batch, batch_size=e.batch, history=e.history)
     return build_policy(e, init=init, ask=ask, report=report if uq else None, tell=tell,
                         default_params=_default_params, check_params=check_params, eager={"tell": tell_eager},
-                        limits=Limits(num_configs, schedule.max_jobs), **batch)
+                        limits=Limits(num_configs, schedule.max_jobs, max_batches), **batch)

@@ -26,6 +26,7 @@ from jax import lax
 
 from jaxstop import confidence
 from jaxstop._src import checks as _checks
+from jaxstop._src.batching import gated_cond
 from jaxstop.policies._halving import bohb_density as _bohb_density
 from jaxstop.policies._halving import profiling as _profiling
 from jaxstop.policies._halving import uncertainty as _uncertainty
@@ -120,8 +121,18 @@ def _at(arr, g):
 
 
 def _cond(pred, true_fn, false_fn, *operands):
-    """``lax.cond``, or plain Python branching when ``pred`` is concrete (eager
-    calls then run only the branch taken and compile nothing new)."""
+    """A branch that stays one under ``vmap``
+    (:func:`jaxstop._src.batching.gated_cond`: ``true_fn`` runs only at the steps where
+    some study of a batch takes it), or plain Python branching when ``pred`` is concrete
+    (eager calls then run only the branch taken and compile nothing new)."""
+    if _checks.is_concrete(pred):
+        return true_fn(*operands) if bool(pred) else false_fn(*operands)
+    return gated_cond(pred, true_fn, false_fn, *operands)
+
+
+def _plain_cond(pred, true_fn, false_fn, *operands):
+    """``lax.cond`` (a ``select`` of both branches under ``vmap``), or plain Python
+    branching when ``pred`` is concrete."""
     if _checks.is_concrete(pred):
         return true_fn(*operands) if bool(pred) else false_fn(*operands)
     return lax.cond(pred, true_fn, false_fn, *operands)
@@ -325,7 +336,7 @@ def ask(e: Engine, key, state: HalvingState, params):
         active = active & ~profiling
     if e.tpe:
         fresh = (row < 0) & active
-        proposed = lax.cond(
+        proposed = _cond(
             fresh,
             lambda: _bohb_density.propose(key, e.cand, state.bohb, params, len(e.rounds.levels), e.samples,
                                           e.per_level),
@@ -398,10 +409,13 @@ def info(e: Engine, s: HalvingState, decided, kept, fallback, tau, rbudget) -> H
     )
 
 
-def finish(e: Engine, call, s: HalvingState, decided, finished, params):
+def finish(e: Engine, call, s: HalvingState, decided, finished, params, every_call: bool = False):
     """The end of ``tell``: the keep decision after a round, the next bracket after the
-    last round; returns the state and the info."""
-    s, (kept, fallback, tau, rbudget), empty = _cond(
+    last round; returns the state and the info. With ``every_call`` (the batch protocol,
+    whose every batch ends a round) the decision is a plain ``lax.cond``: a gate that is
+    open at every step would only add its own cost."""
+    decide = _plain_cond if every_call else _cond
+    s, (kept, fallback, tau, rbudget), empty = decide(
         decided, lambda s: _decide(e, call, s, params), lambda s: _no_decision(e, s), s)
     s = _cond(finished | empty, lambda s: call(end_bracket, s), lambda s: s, s)
     return s, info(e, s, decided, kept, fallback, tau, rbudget)
