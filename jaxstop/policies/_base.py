@@ -34,6 +34,11 @@ losses of every job in ``Result.history``)::
     results = ...                                                  # every active job
     state, infos = policy.tell_batch(state, jobs, results, active, params)   # one info per job
 
+Such a policy also states in ``Limits.max_batches`` how many batches a study asks at
+most (for the halving family: its rounds, plus one batch of profiling jobs): the simulator
+stages every batch's rows in place and compacts them once at the end, so its buffers grow
+with ``max_batches x batch_size``.
+
 Every policy is built the same way (like optax's aliases): its factory validates the
 arguments, puts the static ones in a configuration NamedTuple and calls
 :func:`build_policy` with module-level step functions ``step(config, *args, params)``.
