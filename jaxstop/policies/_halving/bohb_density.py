@@ -66,8 +66,12 @@ def record(b: HalvingBOHBState, active, config, level_idx, value) -> HalvingBOHB
 
 def _log_kde(points, data, weight, bw):
     """log of the mean product-Gaussian density of ``data[weight]`` at ``points``."""
-    z = (points[:, None, :] - data[None, :, :]) / bw[None, None, :]
-    log_k = jnp.sum(-0.5 * z * z - jnp.log(bw)[None, None, :], axis=-1)
+    # one (points x data) plane per dimension, added in order (a reduction over a trailing
+    # axis of a few dimensions vectorises poorly on CPU)
+    log_k = jnp.zeros((points.shape[0], data.shape[0]), points.dtype)
+    for k in range(points.shape[1]):
+        z = (points[:, k, None] - data[None, :, k]) / bw[k]
+        log_k = log_k + (-0.5 * z * z - jnp.log(bw[k]))
     log_k = jnp.where(weight[None, :], log_k, -jnp.inf)
     top = jnp.max(log_k, axis=1)
     top = jnp.where(jnp.isfinite(top), top, jnp.zeros((), top.dtype))
