@@ -103,10 +103,10 @@ def any_in_batch(pred):
     carry, counters included, so writes at the counter become scatters); its body keeps
     finished studies unchanged itself. A study's values never depend on the others'.
 
-    Example:
+    Example (the value comes back broadcast over the batch):
         >>> import jax, jax.numpy as jnp
-        >>> bool(jax.vmap(any_in_batch)(jnp.array([False, True])))
-        True
+        >>> jax.vmap(any_in_batch)(jnp.array([False, True])).tolist()
+        [True, True]
     """
     return pred
 
