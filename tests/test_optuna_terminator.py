@@ -321,3 +321,44 @@ def test_bad_use_gives_clear_errors():
             RegretBoundTerminator(**bad)
     with pytest.raises(ValueError, match="not both"):
         TerminatorCallback(term, min_n_trials=3)
+
+
+def test_incremental_encoding_equals_encoding_every_call():
+    """The terminator parses each finished trial once; every call's encoding equals the
+    whole encoding of that call's trials (the hand-written one, and _space.encode), also
+    when a trial of a lower number finishes late, a categorical choice or a wider range
+    appears, a conditional parameter first shows up, or the trials given are a prefix."""
+    from jaxstop.integrations.optuna import _space
+
+    FD, CD = optuna.distributions.FloatDistribution, optuna.distributions.CategoricalDistribution
+
+    def trial(number, x, opt=None, wide=False, choices=("a", "b")):
+        params, dists = {"x": x}, {"x": FD(0.0, 4.0 if wide else 2.0)}
+        if opt is not None:
+            params["opt"], dists["opt"] = opt, CD(list(choices))
+        t = optuna.trial.create_trial(params=params, distributions=dists, value=x)
+        t.number = number
+        return t
+
+    ts = [trial(0, 0.5), trial(1, 1.0), trial(2, 1.5, "a"), trial(4, 0.25, "b"), trial(3, 1.75, "a"),
+          trial(5, 3.0, "c", wide=True, choices=("a", "b", "c")), trial(6, 0.75, "b")]
+    calls = [ts[:1], ts[:2], ts[:3], ts[:4], ts[:5], ts[:6], ts[:7], ts[:2], ts[:7], ts[:7]]
+    enc = _space.IncrementalEncoder()
+    for call in calls:
+        got, ref = enc(call), _space.encode(sorted(call, key=lambda t: t.number))
+        assert got.columns == ref.columns and got.space == ref.space
+        np.testing.assert_array_equal(got.X, ref.X)
+        np.testing.assert_array_equal(got.patterns, ref.patterns)
+        np.testing.assert_array_equal(got.pattern_counts, ref.pattern_counts)
+    # the last call, written out: x on [0, 4], presence of opt, one-hot a / b / c
+    last = enc(ts)
+    assert last.columns == ("opt=a", "opt=b", "opt=c", "x")
+    by_number = sorted(ts, key=lambda t: t.number)
+    want = [[float(t.params.get("opt") == c) for c in "abc"] + [t.params["x"] / 4.0] for t in by_number]
+    np.testing.assert_array_equal(last.X, np.array(want))
+    # a real study: every call of the terminator sees the encoding of all its trials
+    study, term = run_study(optuna.samplers.RandomSampler(seed=4), "minimize", n_trials=20)
+    for i in term.seen:
+        trials = [t for t in study.trials if t.number in i.numbers]
+        np.testing.assert_array_equal(i.encoding.X, _space.encode(trials).X)
+        np.testing.assert_allclose(i.encoding.X, encode_by_hand(trials), rtol=0, atol=1e-12)

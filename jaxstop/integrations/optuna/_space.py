@@ -40,7 +40,8 @@ from typing import Any, NamedTuple, Sequence
 import numpy as np
 from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
 
-__all__ = ["FILL", "Encoding", "capacity", "search_space", "encode", "sample_candidates"]
+__all__ = ["FILL", "Encoding", "IncrementalEncoder", "assemble", "capacity", "encode", "parse", "sample_candidates",
+           "search_space"]
 
 #: Value of a numeric column where its parameter is absent (the centre of the cube).
 FILL = 0.5
@@ -170,32 +171,105 @@ def encode(trials: Sequence[Any], space: dict[str, BaseDistribution] | None = No
     """
     trials = list(trials)
     space = search_space(trials) if space is None else space
+    present, values = parse(trials, space)
+    return assemble(space, present, values)
+
+
+def parse(trials: Sequence[Any], space: dict[str, BaseDistribution]) -> tuple[np.ndarray, np.ndarray]:
+    """The Python half of :func:`encode`: which parameters each trial has, shape (n, p)
+    bool, and their values, shape (n, p) float (a numeric parameter's value, a
+    categorical's index in its distribution's choices; NaN where absent). Rows depend
+    only on their trial and ``space``."""
     names = list(space)
-    present = np.array([[name in t.params for name in names] for t in trials], bool).reshape(len(trials), len(names))
+    present = np.zeros((len(trials), len(names)), bool)
+    values = np.full((len(trials), len(names)), np.nan)
+    for j, (name, dist) in enumerate(space.items()):
+        categorical = isinstance(dist, CategoricalDistribution)
+        for i, t in enumerate(trials):
+            params = t.params
+            if name in params:
+                present[i, j] = True
+                v = params[name]
+                values[i, j] = dist.to_internal_repr(v) if categorical else float(v)
+    return present, values
+
+
+def assemble(space: dict[str, BaseDistribution], present: np.ndarray, values: np.ndarray) -> Encoding:
+    """The NumPy half of :func:`encode`: the :class:`Encoding` of parsed trials
+    (:func:`parse`)."""
+    n = present.shape[0]
     columns: list[str] = []
     blocks: list[np.ndarray] = []
     for j, (name, dist) in enumerate(space.items()):
         here = present[:, j]
         if isinstance(dist, CategoricalDistribution):
-            onehot = np.zeros((len(trials), len(dist.choices)))
-            for i, t in enumerate(trials):
-                if here[i]:
-                    onehot[i, dist.to_internal_repr(t.params[name])] = 1.0
+            onehot = np.zeros((n, len(dist.choices)))
+            rows = np.flatnonzero(here)
+            onehot[rows, values[rows, j].astype(int)] = 1.0
             blocks.append(onehot)
             columns += [f"{name}={c}" for c in dist.choices]
             continue
-        raw = np.array([float(t.params[name]) if here[i] else np.nan for i, t in enumerate(trials)])
-        col = np.full(len(trials), FILL)
-        col[here] = _to_unit(raw[here], dist)
+        col = np.full(n, FILL)
+        col[here] = _to_unit(values[here, j], dist)
         blocks.append(col[:, None])
         columns.append(name)
         if not here.all():
             blocks.append(here[:, None].astype(float))
             columns.append(f"{name}?")
-    X = np.concatenate(blocks, axis=1) if blocks else np.zeros((len(trials), 0))
-    patterns, counts = (np.unique(present, axis=0, return_counts=True) if len(trials)
-                        else (np.ones((1, len(names)), bool), np.ones(1, int)))
+    X = np.concatenate(blocks, axis=1) if blocks else np.zeros((n, 0))
+    patterns, counts = (np.unique(present, axis=0, return_counts=True) if n
+                        else (np.ones((1, len(space)), bool), np.ones(1, int)))
     return Encoding(space, tuple(columns), X, patterns, counts)
+
+
+class IncrementalEncoder:
+    """:func:`encode` of a growing list of trials, parsing each trial once.
+
+    ``encoder(trials)`` equals ``encode(trials)`` for any list (the same arrays, bit for
+    bit). A study's finished trials never change, so while a call's trials are the previous
+    call's plus trials of higher numbers, the search space is merged with the new trials
+    only and, as long as it is unchanged, only the new trials are parsed; otherwise
+    (another list, a trial of a lower number finishing late, a new choice or range) it
+    starts again from the trials given.
+
+    Example:
+        >>> import optuna
+        >>> dists = {"x": optuna.distributions.FloatDistribution(0.0, 2.0)}
+        >>> ts = [optuna.trial.create_trial(params={"x": v}, distributions=dists, value=v) for v in (0.5, 1.0)]
+        >>> for i, t in enumerate(ts):
+        ...     t.number = i
+        >>> enc = IncrementalEncoder()
+        >>> enc(ts[:1]).X.tolist(), enc(ts).X.tolist()
+        ([[0.25]], [[0.25], [0.5]])
+    """
+
+    def __init__(self):
+        self._numbers: list[int] = []
+        self._space: dict[str, BaseDistribution] = {}
+        self._present = np.zeros((0, 0), bool)
+        self._values = np.zeros((0, 0))
+
+    def __call__(self, trials: Sequence[Any]) -> Encoding:
+        trials = sorted(trials, key=lambda t: t.number)
+        numbers = [t.number for t in trials]
+        k = len(self._numbers)
+        grows = numbers[:k] == self._numbers and k > 0
+        if grows:
+            space = dict(self._space)
+            for trial in trials[k:]:
+                for name, dist in trial.distributions.items():
+                    space[name] = dist if name not in space else _merge(name, space[name], dist)
+            space = {name: space[name] for name in sorted(space)}
+        else:
+            space = search_space(trials)
+        if grows and list(space.items()) == list(self._space.items()):
+            new_present, new_values = parse(trials[k:], space)
+            present = np.concatenate([self._present, new_present])
+            values = np.concatenate([self._values, new_values])
+        else:
+            present, values = parse(trials, space)
+        self._numbers, self._space, self._present, self._values = numbers, space, present, values
+        return assemble(space, present, values)
 
 
 def sample_candidates(rng: np.random.Generator, enc: Encoding, m: int) -> np.ndarray:

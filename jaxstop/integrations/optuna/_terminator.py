@@ -285,7 +285,8 @@ class RegretBoundTerminator:
         self.last: TerminatorRecord | None = None
         self.history: list[TerminatorRecord] = []
         self._warm: tuple[Any, Any, Any] | None = None  # (layout, params, inv_hessian)
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
+        self._encoder = _space.IncrementalEncoder()  # each finished trial parsed once
 
     def fresh(self) -> "RegretBoundTerminator":
         """A new terminator with the same settings, no warm start and no history."""
@@ -346,7 +347,8 @@ class RegretBoundTerminator:
         if self.threshold is None and (len(folds) < 2 or not all(math.isfinite(v) for v in folds)):
             raise ValueError(f"study {name!r}: the cross-validation scores of the incumbent, trial "
                              f"{rows[best].number}, must be at least 2 finite numbers, got {folds}")
-        enc = _space.encode(rows)
+        with self._lock:
+            enc = self._encoder(rows)
         n, d = enc.X.shape
         if d == 0:
             raise ValueError(f"study {name!r} has no parameters: the regret bound needs a search space")
