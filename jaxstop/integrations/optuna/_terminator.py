@@ -367,10 +367,13 @@ class RegretBoundTerminator:
         opts = self.options
         if opts.beta_size is None:
             opts = opts._replace(beta_size=float(enc.num_params))
+        # the arrays built in NumPy, moved to the device in one call
+        np_dt = np.dtype(dt)
+        Xd, yd, maskd, dimd, candd = jax.device_put(
+            (X.astype(np_dt), yp.astype(np_dt), np.arange(n_cap) < n, dim_mask, cand.astype(np_dt)))
         return FitInputs(
-            key=jax.random.wrap_key_data(np.asarray([self.seed % 2**32, n], np.uint32)), X=jnp.asarray(X, dt), y=jnp.asarray(yp, dt),
-            mask=jnp.asarray(np.arange(n_cap) < n), dim_mask=jnp.asarray(dim_mask),
-            candidates=jnp.asarray(cand, dt), init=init, init_inv_hessian=init_h,
+            key=jax.random.wrap_key_data(np.asarray([self.seed % 2**32, n], np.uint32)), X=Xd, y=yd,
+            mask=maskd, dim_mask=dimd, candidates=candd, init=init, init_inv_hessian=init_h,
             fraction=self.top_trials_ratio, min_points=self.min_top_trials, beta_t=self.beta_t, options=opts,
             numbers=tuple(t.number for t in rows), encoding=enc, best_number=rows[best].number,
             best_value=float(values[best]), folds=folds, num_complete=len(complete))
