@@ -1,5 +1,6 @@
 """Policies: the functional ask/tell facade (see :mod:`jaxstop.policies._base`)."""
 
+from jaxstop._src.batching import gated_cond as gated_cond
 from jaxstop.policies._base import AskFn as AskFn
 from jaxstop.policies._base import Incumbent as Incumbent
 from jaxstop.policies._base import build_policy as build_policy
@@ -64,6 +65,7 @@ __all__ = [
     "Incumbent",
     "init_incumbent",
     "update_incumbent",
+    "gated_cond",
     "RandomSearchInfo",
     "RandomSearchState",
     "random_search",
