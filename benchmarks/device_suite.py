@@ -10,7 +10,11 @@ The host CPU runs ``1/--host-fraction`` of each row's items (per-item times are 
 * BOS ``solve_batch``: trials x paths (float32);
 * regret bounds with GP fit of many studies at n = 200, d = 3 (float64).
 
-    python benchmarks/device_suite.py --out DIR [--quick]
+    python benchmarks/device_suite.py --out DIR [--quick] [--gpu-autotune off]
+
+With ``--gpu-autotune off`` XLA's GPU autotuner is off (``--xla_gpu_autotune_level=0``): the
+100,000-study SH+ program then compiles in about 10 s instead of not finishing in minutes, at
+the same run time; the regret row runs about 14% slower without it (RESULTS.md, "Accelerator").
 
 Writes ``DIR/device_suite.md``; stops adding rows once ``--budget`` seconds have passed.
 """
@@ -48,7 +52,12 @@ def main() -> None:
     ap.add_argument("--sh-runs", type=int, default=100_000, help="SH+ studies of the batch-protocol row")
     ap.add_argument("--host-fraction", type=int, default=10,
                     help="the host CPU runs 1/F of each row's items (per-item times are compared)")
+    ap.add_argument("--gpu-autotune", choices=("on", "off"), default="on",
+                    help="XLA's GPU autotuner (off: --xla_gpu_autotune_level=0, set before JAX starts its "
+                         "backends; the large SH+ programs then compile in seconds, see RESULTS.md)")
     args = ap.parse_args()
+    if args.gpu_autotune == "off":
+        os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_gpu_autotune_level=0").strip()
     jax.config.update("jax_enable_x64", True)
     from jaxstop import bos, data, policies, regret, sim
 
@@ -60,7 +69,8 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     lines = [f"# device suite ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})", "",
              f"accelerator: {accel.device_kind} ({accel.platform}); host: {_common.cpu()}; "
-             f"jax {jax.__version__}; `python benchmarks/device_suite.py{' --quick' if args.quick else ''}`", "",
+             f"jax {jax.__version__}; `python benchmarks/device_suite.py{' --quick' if args.quick else ''}"
+             f"{' --gpu-autotune off' if args.gpu_autotune == 'off' else ''}`", "",
              "| row | device | size | compile s | run s | per item ms |", "|---|---|---|---|---|---|"]
 
     wanted = set(args.rows.split(","))
