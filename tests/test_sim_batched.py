@@ -216,6 +216,8 @@ def test_studies_ending_at_different_steps_do_not_depend_on_their_batch(batch):
     v, _ = curves(5)
     table = sim.CurveTable(jnp.asarray(v[:5], jnp.float32))
     policy = _uneven_policy(batch)
+    # integers and table lookups only (no float arithmetic): batched and single runs are
+    # compared bit for bit
     keys = jax.random.split(jax.random.key(2), 6)
     runs = jax.jit(jax.vmap(lambda k: sim.run(policy, table, k, max_jobs=12)))(keys)
     ends = [int(jax.random.randint(jax.random.split(k)[0], (), 1, 7)) for k in keys]

@@ -136,13 +136,7 @@ def grouped_on_cpu(fn: Callable, size: int) -> Callable:
 
     def wrapped(*args):
         leaves, treedef = jax.tree_util.tree_flatten(args)
-        closed, out_shape = jax.make_jaxpr(lambda *a: fn(*jax.tree_util.tree_unflatten(treedef, a)),
-                                           return_shape=True)(*leaves)
-        consts = list(closed.consts)
-        num_consts = len(consts)
-
-        def run(*operands):
-            return jax.core.eval_jaxpr(closed.jaxpr, operands[:num_consts], *operands[num_consts:])
+        run, consts, out_tree = _closed(fn, leaves, treedef)
 
         @custom_batching.custom_vmap
         def call(*operands):
@@ -171,6 +165,6 @@ def grouped_on_cpu(fn: Callable, size: int) -> Callable:
             return out, [True] * len(out)
 
         out = call(*consts, *leaves)
-        return jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(out_shape), out)
+        return jax.tree_util.tree_unflatten(out_tree, out)
 
     return wrapped

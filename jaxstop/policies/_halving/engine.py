@@ -120,22 +120,15 @@ def _at(arr, g):
     return jnp.asarray(arr)[g]
 
 
-def _cond(pred, true_fn, false_fn, *operands):
-    """A branch that stays one under ``vmap``
-    (:func:`jaxstop._src.batching.gated_cond`: ``true_fn`` runs only at the steps where
-    some study of a batch takes it), or plain Python branching when ``pred`` is concrete
-    (eager calls then run only the branch taken and compile nothing new)."""
+def _cond(pred, true_fn, false_fn, *operands, gated: bool = True):
+    """A branch that stays one under ``vmap`` (:func:`jaxstop._src.batching.gated_cond`:
+    ``true_fn`` runs only at the steps where some study of a batch takes it; with
+    ``gated=False`` a ``lax.cond``, a ``select`` of both branches under ``vmap``), or plain
+    Python branching when ``pred`` is concrete (eager calls then run only the branch taken
+    and compile nothing new)."""
     if _checks.is_concrete(pred):
         return true_fn(*operands) if bool(pred) else false_fn(*operands)
-    return gated_cond(pred, true_fn, false_fn, *operands)
-
-
-def _plain_cond(pred, true_fn, false_fn, *operands):
-    """``lax.cond`` (a ``select`` of both branches under ``vmap``), or plain Python
-    branching when ``pred`` is concrete."""
-    if _checks.is_concrete(pred):
-        return true_fn(*operands) if bool(pred) else false_fn(*operands)
-    return lax.cond(pred, true_fn, false_fn, *operands)
+    return (gated_cond if gated else lax.cond)(pred, true_fn, false_fn, *operands)
 
 
 def start_bracket(e: Engine, s: HalvingState, g) -> HalvingState:
@@ -414,9 +407,8 @@ def finish(e: Engine, call, s: HalvingState, decided, finished, params, every_ca
     last round; returns the state and the info. With ``every_call`` (the batch protocol,
     whose every batch ends a round) the decision is a plain ``lax.cond``: a gate that is
     open at every step would only add its own cost."""
-    decide = _plain_cond if every_call else _cond
-    s, (kept, fallback, tau, rbudget), empty = decide(
-        decided, lambda s: _decide(e, call, s, params), lambda s: _no_decision(e, s), s)
+    s, (kept, fallback, tau, rbudget), empty = _cond(
+        decided, lambda s: _decide(e, call, s, params), lambda s: _no_decision(e, s), s, gated=not every_call)
     s = _cond(finished | empty, lambda s: call(end_bracket, s), lambda s: s, s)
     return s, info(e, s, decided, kept, fallback, tau, rbudget)
 
