@@ -451,7 +451,11 @@ def fit(
         tol: The fit stops once no component of the objective's projected gradient
             exceeds ``tol`` (the hyperparameters stay in their box; a coordinate held
             on a face of the box, its gradient pointing out, counts 0) (``0``: always
-            ``steps`` evaluations); ``info.steps`` reports the evaluations used. Not
+            ``steps`` evaluations), or at a rejected trial step whose predicted decrease
+            (gradient times step) is within 16 eps ``max(|f|, 1)`` of the objective ``f``:
+            the objective cannot resolve a shorter one (in float32 near the optimum the
+            gradient's rounding can exceed ``tol``, and the remaining steps would be trials
+            along a rounding direction). ``info.steps`` reports the evaluations used. Not
             used with ``optimizer``.
         optimizer: An optax gradient transformation (e.g. ``optax.adam(1e-2)``) run
             for ``steps`` plain steps on all hyperparameters instead of the default.
@@ -487,7 +491,8 @@ def fit(
         ``jax.vmap(gp.fit)`` and ``gp.fit`` on one study (likewise padded and compact
         arrays, ``jit`` and eager calls) run different programs that round differently,
         so their results are equal only up to what rounding can move. Each run stops at
-        the first accepted point with ``max |g| <= tol`` or after ``steps`` evaluations,
+        the first accepted point with ``max |g| <= tol``, at a rounding-level stall (see
+        ``tol``) or after ``steps`` evaluations,
         and a rounding-level difference can change which trial step is accepted, so the
         two may stop at different points (and step counts) of the region near the
         optimum. What holds: with ``H`` the objective's Hessian in

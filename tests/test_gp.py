@@ -680,3 +680,27 @@ def test_gp_likelihood_posterior_factor_and_multistart(rng):
     p, v, aux, best, any_ok = optim.multistart(run, starts, max_value=0.01, fallback=starts)
     assert int(best) == 0 and not bool(any_ok)
     np.testing.assert_array_equal(np.asarray(p), [0.0, 1.0])
+
+
+def test_fit_stops_at_the_rounding_floor_instead_of_the_step_cap():
+    """A tol finer than the dtype can resolve: near the optimum the gradient's rounding
+    exceeds tol and every further trial is a rejected step along a rounding direction. The
+    fit stops at the first rejected step whose predicted decrease is below the objective's
+    rounding (16 eps |f|), long before the step cap, where float64 converged (same data,
+    started from the float64 optimum). Without that stop it runs all 200 steps."""
+    for seed in range(3):
+        rng = np.random.default_rng(seed)
+        X = rng.uniform(size=(120, 4))
+        z, _, _ = gp.standardize(jnp.asarray(np.sin(5 * X[:, 0]) + X[:, 1] ** 2 + 0.05 * rng.normal(size=120)))
+        p64, i64 = gp.fit(jnp.asarray(X), z, steps=200, tol=1e-6)
+        assert bool(i64.ok)
+        start = jax.tree_util.tree_map(lambda a: jnp.asarray(a, jnp.float32), p64)
+        p32, i32 = gp.fit(jnp.asarray(X, jnp.float32), jnp.asarray(z, jnp.float32), init=start, steps=200, tol=1e-6)
+        assert bool(i32.ok) and int(i32.steps) < 20
+        # float32's objective carries a rounding of order n eps32 (1.4e-5 of |f| here, a few
+        # times that through the Cholesky factor): the stop is within that of the float64
+        # optimum, and its log lengthscales within sqrt(2 |f| 1e-4 / curvature ~ n) ~ 1e-2
+        f64, f32 = float(i64.objective), float(i32.objective)
+        assert abs(f32 - f64) <= 2e-4 * abs(f64)
+        np.testing.assert_allclose(np.log(np.asarray(p32.lengthscales, np.float64)),
+                                   np.log(np.asarray(p64.lengthscales)), rtol=0, atol=2e-2)

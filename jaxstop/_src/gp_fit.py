@@ -55,6 +55,12 @@ __all__ = [
 
 LOG_2PI = gp_likelihood.LOG_2PI
 LOG_BOX = 12.0  # |log amplitude|, |log lengthscale|, |log noise| stay within e^12
+# fit_profiled with tol > 0 also stops at a rejected step whose predicted decrease (the
+# gradient times the step) is at most STALL_EPS * eps * max(|f|, 1) (eps of the dtype):
+# the change such a step can make is the objective's rounding. In float32 the gradient's
+# own rounding (sums over n points through a Cholesky factor) can exceed a useful tol near
+# the optimum, and every later trial would be a rejected step along a rounding direction
+STALL_EPS = 16.0
 
 
 class FitInfo(NamedTuple):
@@ -374,7 +380,9 @@ def fit_profiled(X, z, mask, init: GPParams, min_noise, *, steps: int, fit_mean:
     scale ``t`` doubles after an acceptance (up to 1) and shrinks 4x after a rejection.
     There is no inner line-search loop: a step is one evaluation. The fit stops early once
     the largest component of the projected gradient at the accepted point (the objective's
-    gradient, 0 for held coordinates) is at most ``tol`` (``0``: always ``steps``); under
+    gradient, 0 for held coordinates) is at most ``tol`` (``0``: always ``steps``), or at a
+    rejected step whose predicted decrease is within the objective's rounding
+    (:data:`STALL_EPS`); under
     ``vmap`` a batch runs until its slowest study stops. ``FitInfo.steps`` reports the
     evaluations used.
 
@@ -443,7 +451,7 @@ def fit_profiled(X, z, mask, init: GPParams, min_noise, *, steps: int, fit_mean:
         return ((theta <= lo) & (g > 0)) | ((theta >= hi) & (g < 0))
 
     def step(carry):
-        theta, params, f, g, H, t, scaled, i = carry
+        theta, params, f, g, H, t, scaled, _, i = carry
         gf = jnp.where(held(theta, g), 0, g)
         p = jnp.where(held(theta, g), 0, -H @ gf)
         p = jnp.where(jnp.dot(g, p) < 0, p, -gf)
@@ -460,6 +468,10 @@ def fit_profiled(X, z, mask, init: GPParams, min_noise, *, steps: int, fit_mean:
         cand, s = jnp.where(bent, cand_g, cand), jnp.where(bent, s_g, s)
         fc, qc, gc = value_and_grad(cand)
         accept = jnp.isfinite(fc) & ((fc <= f + 1e-4 * jnp.dot(g, s)) | ~jnp.isfinite(f))
+        # a rejected step whose predicted decrease was already below the objective's
+        # rounding: no shorter trial can be accepted on its merits, so the fit is done
+        stalled = (tol > 0) & ~accept & jnp.isfinite(f) & (
+            jnp.abs(jnp.dot(g, s)) <= STALL_EPS * eps * jnp.maximum(jnp.abs(f), 1))
         y = gc - g
         sy = jnp.dot(s, y)
         # no update from the first step (no gradient yet; s is the start's projection)
@@ -477,12 +489,12 @@ def fit_profiled(X, z, mask, init: GPParams, min_noise, *, steps: int, fit_mean:
         f = jnp.where(accept, fc, f)
         g = jnp.where(accept, gc, g)
         t = jnp.where(accept, jnp.minimum(1, 2 * t), t / 4)
-        return theta, params, f, g, H, t, scaled, i + 1
+        return theta, params, f, g, H, t, scaled, stalled, i + 1
 
     def go_on(carry):
-        theta, _, f, g, _, _, _, i = carry
+        theta, _, f, g, _, _, _, stalled, i = carry
         converged = jnp.isfinite(f) & (jnp.max(jnp.abs(jnp.where(held(theta, g), 0, g))) <= tol)
-        return (i < steps) & ~converged
+        return (i < steps) & ~converged & ~stalled
 
     # The first step evaluates the start itself, projected onto the box (f = inf, g = 0:
     # always accepted), so the objective is traced once. Profiled-out coordinates of
@@ -492,8 +504,8 @@ def fit_profiled(X, z, mask, init: GPParams, min_noise, *, steps: int, fit_mean:
     params0 = (jax.tree_util.tree_map(lambda a: jnp.asarray(a, dt), init),
                (jnp.full((m, m), jnp.nan, dt), jnp.full((m, m), jnp.nan, dt), jnp.asarray(False)))
     carry0 = (theta0, params0, jnp.asarray(jnp.inf, dt), jnp.zeros_like(theta0), H0,
-              jnp.ones((), dt), scaled0, jnp.zeros((), jnp.int32))
-    _, (p, factor), f, _, H, _, _, used = jax.lax.while_loop(go_on, step, carry0)
+              jnp.ones((), dt), scaled0, jnp.asarray(False), jnp.zeros((), jnp.int32))
+    _, (p, factor), f, _, H, _, _, _, used = jax.lax.while_loop(go_on, step, carry0)
     finite = jnp.isfinite(f) & (f < 1e10) & jnp.all(
         jnp.stack([jnp.all(jnp.isfinite(a)) for a in jax.tree_util.tree_leaves(p)]))
     info = fit_info(f, finite, 0, mask, used, bad)

@@ -22,7 +22,9 @@ class FitOptions(NamedTuple):
     Attributes:
         fit_steps: Most quasi-Newton steps of the GP fit (one objective evaluation each).
         fit_tol: The fit stops once no component of its objective's gradient (nats per
-            unit of log hyperparameter) exceeds this; 0 = always ``fit_steps`` steps.
+            unit of log hyperparameter) exceeds this, or once a rejected step's predicted
+            decrease is below the objective's rounding (:func:`jaxstop.gp.fit`'s ``tol``;
+            in float32 near the optimum); 0 = always ``fit_steps`` steps.
             ``fit_info.steps`` reports the steps taken. The default 1e-2 is the gradient
             tolerance of Optuna's L-BFGS-B fit of the same GP (``gtol`` of
             ``optuna._gp.gp.fit_kernel_params``; Optuna's lengthscale coordinates are log
