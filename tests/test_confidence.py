@@ -1046,3 +1046,45 @@ def test_keep_count_ok_is_the_status():
     # a NaN on a padded row is not a value: ok stays True
     padded = kc(np.where(np.arange(6) == 5, np.nan, mu), sigma, 0.003, 20.0, np.arange(6) < 5)
     assert bool(padded.ok) and int(padded.num_invalid) == 0
+
+
+def test_keep_count_buckets_equal_the_compact_problem():
+    """keep_count integrates over the smallest bucket (8, 16, 32, 64 here) holding the valid
+    candidates. On both sides of the first edge (8, 9) and just past the others (17, 33),
+    a masked problem of 64 slots (valid ones scattered) equals the compact problem of its
+    valid candidates, one at a time and in one vmapped batch whose members need different
+    buckets (each takes its own gated branch). Different programs: floats up to rounding
+    (p_rtol), the decisions exactly where F(k*) leads the next k by far more than rounding
+    (checked on the compact problem)."""
+    assert _keep.bucket_sizes(64) == (8, 16, 32, 64) and _keep.bucket_sizes(6) == (6,)
+    rng = np.random.default_rng(11)
+    counts = (2, 8, 9, 17, 33, 64)
+    cases = []
+    for nv in counts:
+        pos = np.sort(rng.choice(64, nv, replace=False))
+        mask = np.zeros(64, bool)
+        mask[pos] = True
+        mu = rng.uniform(0.2, 0.6, 64)
+        sigma = rng.uniform(0.01, 0.06, 64)
+        cases.append((mu, sigma, 0.1 * sigma, mask, pos))
+    many = jax.jit(jax.vmap(keep_count, in_axes=(0, 0, 0, None, 0)))
+    batched = many(*(np.stack([c[i] for c in cases]) for i in range(3)), 20.0, np.stack([c[3] for c in cases]))
+    for j, (mu, sigma, delta, mask, pos) in enumerate(cases):
+        nv = len(pos)
+        compact = keep_count(mu[pos], sigma[pos], delta[pos], 20.0)
+        tol = p_rtol(nv)
+        net = (np.asarray(compact.gain) - np.asarray(compact.cost))[1:]
+        f = np.sort([np.sum(net[k:]) for k in range(nv)])
+        assert nv < 3 or f[-1] - f[-2] > 1e3 * tol
+        for res in (keep_count(mu, sigma, delta, 20.0, mask), jax.tree.map(lambda f, j=j: f[j], batched)):
+            assert int(res.num_valid) == nv
+            np.testing.assert_array_equal(np.asarray(res.order)[:nv], pos[np.asarray(compact.order)])
+            for name in ("cost", "curve"):
+                np.testing.assert_allclose(np.asarray(getattr(res, name))[:nv], np.asarray(getattr(compact, name)),
+                                           rtol=tol, atol=P_ATOL, err_msg=name)
+            np.testing.assert_allclose(np.asarray(res.zeta)[:nv], np.asarray(compact.zeta), rtol=0, atol=2 * tol)
+            np.testing.assert_array_equal(np.asarray(res.cost)[nv:], 0.0)
+            np.testing.assert_array_equal(np.asarray(res.zeta)[nv:], 0.0)
+            assert int(res.k) == int(compact.k) and int(res.k_star) == int(compact.k_star)
+            np.testing.assert_array_equal(np.asarray(res.keep)[pos], np.asarray(compact.keep))
+            assert not np.asarray(res.keep)[~mask].any() and bool(res.ok)

@@ -77,12 +77,14 @@ def gated_cond(pred, true_fn: Callable, false_fn: Callable, *operands):
             return a if batched else jnp.broadcast_to(a, (axis_size,) + jnp.shape(a))
 
         p = bcast(p, in_batched[0])
-        args = [bcast(a, b) for a, b in zip(args, in_batched[1:])]
+        # unbatched operands stay unbatched (in_axes None): a branch's constants may feed
+        # a custom_vmap of their own, whose rule requires them unbatched
         ct, cf, xs = split(args)
-        fallback = jax.vmap(lambda *a: run_f(*a), axis_size=axis_size)(*cf, *xs)
+        at, af, ax = split([0 if b else None for b in in_batched[1:]])
+        fallback = jax.vmap(run_f, in_axes=(*af, *ax), axis_size=axis_size)(*cf, *xs)
 
         def taken(ct, xs, fallback):
-            out = jax.vmap(lambda *a: run_t(*a), axis_size=axis_size)(*ct, *xs)
+            out = jax.vmap(run_t, in_axes=(*at, *ax), axis_size=axis_size)(*ct, *xs)
             return [jnp.where(jnp.reshape(p, p.shape + (1,) * (o.ndim - 1)), o, f)
                     for o, f in zip(out, fallback)]
 

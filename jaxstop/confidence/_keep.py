@@ -16,6 +16,7 @@ import numpy as np
 from jax.typing import ArrayLike
 
 from jaxstop._src import checks
+from jaxstop._src.batching import gated_cond
 from jaxstop._src.status import Reason, all_finite, first_reason
 from jaxstop.confidence._curves import curve_from_sorted, normalise, sort_order
 from jaxstop.confidence._quadrature import leader_kernel, prob_best_kernel
@@ -95,6 +96,55 @@ def _zeta_sorted(mu_s, sigma_s, valid_s, delta_s):
     return zeta_k, jnp.any(unrep)
 
 
+def _terms(mu_s, sigma_s, valid_s, delta_s):
+    """``(p, zeta, unrepresentable)`` of candidates sorted by mu (valid first): the
+    normalised probabilities of being the best, zeta for k = 1..n, and whether the problem
+    before or after the shrinkage could not be represented (prob_best integrates the same
+    problem as the first)."""
+    p_s = normalise(prob_best_kernel(mu_s, sigma_s, valid_s))
+    zeta_k, unrep = _zeta_sorted(mu_s, sigma_s, valid_s, delta_s)
+    return p_s, zeta_k, unrep
+
+
+def bucket_sizes(n: int) -> tuple[int, ...]:
+    """The sizes :func:`_sorted_terms` integrates at for ``n`` candidates: the powers of two
+    from 8 below ``n``, then ``n``."""
+    sizes, b = [], 8
+    while b < n:
+        sizes.append(b)
+        b *= 2
+    return tuple(sizes) + (n,)
+
+
+def _sorted_terms(mu_s, sigma_s, valid_s, delta_s, num_valid):
+    """:func:`_terms` integrated over the smallest bucket (:func:`bucket_sizes`) that holds
+    the ``num_valid`` valid candidates, which come first: the rows after them are padding,
+    inert in every sum, so the terms beyond the bucket are zeros. A round of halving keeps
+    a third of its candidates, and the integrals cost O(n) to O(n^2) per problem. The
+    choice is a branch that stays one under ``vmap`` (:func:`jaxstop._src.batching.gated_cond`):
+    a batch integrates at the buckets its problems need, plus the smallest."""
+    n = mu_s.shape[0]
+    args = (mu_s, sigma_s, valid_s, delta_s)
+
+    def at(size):
+        def run(args):
+            p_s, zeta_k, unrep = _terms(*(a[:size] for a in args))
+            pad = lambda a: jnp.concatenate([a, jnp.zeros((n - size,), a.dtype)])  # noqa: E731
+            return pad(p_s), pad(zeta_k), unrep
+        return run
+
+    sizes = bucket_sizes(n)
+    run = at(sizes[0])
+    for below, size in zip(sizes[:-1], sizes[1:]):
+        # each problem takes exactly one gated branch: its own bucket (the smallest is the
+        # branch every member computes under vmap)
+        run = functools.partial(
+            lambda args, below, size, smaller: gated_cond((num_valid > below) & (num_valid <= size), at(size),
+                                                          smaller, args),
+            below=below, size=size, smaller=run)
+    return run(args)
+
+
 def _clean_delta(delta, valid):
     """``delta`` with non-finite entries (and every padded row) inert at 0, and the number
     of valid candidates whose ``delta`` was not finite."""
@@ -155,12 +205,8 @@ def _keep_count_impl(mu, sigma, delta, round_budget, mask, rule):
     num_invalid = jnp.sum(mask & ~valid).astype(jnp.int32)
     delta, num_bad_delta = _clean_delta(jnp.broadcast_to(delta, mu.shape), valid)
     order = sort_order(mu, valid)
-    p = normalise(prob_best_kernel(mu, sigma, valid))
-    p_s = p[order]
+    p_s, zeta_k, unrep = _sorted_terms(mu[order], sigma[order], valid[order], delta[order], num_valid)
     curve = curve_from_sorted(p_s, num_valid)
-    # unrep: the problem before or after the shrinkage is not representable (prob_best
-    # integrates the same problem as the first, in another order)
-    zeta_k, unrep = _zeta_sorted(mu[order], sigma[order], valid[order], delta[order])
 
     k = jnp.arange(1, n + 1, dtype=jnp.int32)
     in_range = k <= num_valid
