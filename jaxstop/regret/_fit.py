@@ -160,14 +160,14 @@ def fit_regret_bound(
 def _init(init, d: int, dim_mask, dtype, warping: bool):
     """The fit's start: the default (:func:`jaxstop._src.termination.default_params`), or
     ``init`` checked; with ``warping``, an ``init`` without one gets the default's warping."""
-    default = termination.default_params(d, dim_mask, dtype, warping)
     if init is None:
-        return default
+        return termination.default_params(d, dim_mask, dtype, warping)
     init = gp_core.check_params(init, d, dtype, name="init")
     if init.warped and not warping:
         raise ValueError("init carries an input warping (log_warp_a, log_warp_b) but options.warping is False; "
                          "pass options=FitOptions(warping=True), or init without its warping fields")
     if warping and not init.warped:
+        default = termination.default_params(d, dim_mask, dtype, warping)
         init = init._replace(log_warp_a=default.log_warp_a, log_warp_b=default.log_warp_b)
     return init
 
