@@ -1049,16 +1049,17 @@ def test_keep_count_ok_is_the_status():
 
 
 def test_keep_count_buckets_equal_the_compact_problem():
-    """keep_count integrates over the smallest bucket (8, 16, 32, 64 here) holding the valid
-    candidates. On both sides of the first edge (8, 9) and just past the others (17, 33),
+    """keep_count integrates over the smallest bucket (8, 22, 64 here) holding the valid
+    candidates. On both sides of each edge (8 | 9, 22 | 23),
     a masked problem of 64 slots (valid ones scattered) equals the compact problem of its
     valid candidates, one at a time and in one vmapped batch whose members need different
     buckets (each takes its own gated branch). Different programs: floats up to rounding
     (p_rtol), the decisions exactly where F(k*) leads the next k by far more than rounding
     (checked on the compact problem)."""
-    assert _keep.bucket_sizes(64) == (8, 16, 32, 64) and _keep.bucket_sizes(6) == (6,)
+    assert _keep.bucket_sizes(64) == (8, 22, 64) and _keep.bucket_sizes(6) == (6,)
+    assert _keep.bucket_sizes(12) == (8, 12) and _keep.bucket_sizes(256) == (29, 86, 256)
     rng = np.random.default_rng(11)
-    counts = (2, 8, 9, 17, 33, 64)
+    counts = (2, 8, 9, 22, 23, 64)
     cases = []
     for nv in counts:
         pos = np.sort(rng.choice(64, nv, replace=False))
