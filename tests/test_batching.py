@@ -189,3 +189,31 @@ def test_any_in_batch_keeps_a_loop_counter_unbatched():
     loop = next(e for e in jaxpr.eqns if e.primitive.name == "while")
     assert [tuple(v.aval.shape) for v in loop.outvars] == [(), (4,)]
     assert [int(x) for x in count_to(jnp.asarray(4))] == [4, 4]
+
+
+def test_gated_cond_keeps_unbatched_operands_unbatched():
+    """A branch may call a custom_vmap function of its own whose body holds constants (the
+    confidence kernels do): JAX requires those constants unbatched, so gated_cond's rule
+    must not broadcast the operands a vmap leaves unbatched. Also: a batched predicate
+    with only unbatched operands, and with none."""
+    table = np.linspace(0.0, 1.0, 5).astype(np.float32)  # a constant of the inner body
+
+    @jax.custom_batching.custom_vmap
+    def scaled(v):
+        return v * jnp.asarray(table)
+
+    @scaled.def_vmap
+    def _rule(axis_size, in_batched, v):
+        return v[:, None] * jnp.asarray(table)[None, :], in_batched[0]
+
+    def f(p, v):
+        return _batching.gated_cond(p > 0.5, lambda v: scaled(v), lambda v: -scaled(v), v)
+
+    p = jnp.array([0.2, 0.9, 0.7])
+    v = jnp.array([1.0, 2.0, 3.0])
+    want = np.where(np.asarray(p)[:, None] > 0.5, 1.0, -1.0) * np.asarray(v)[:, None] * table
+    np.testing.assert_array_equal(np.asarray(jax.vmap(f)(p, v)), want)
+    # v unbatched: its branch's operands stay unbatched, the outputs are per member
+    np.testing.assert_array_equal(np.asarray(jax.vmap(f, in_axes=(0, None))(p, 2.0)), want / np.asarray(v)[:, None] * 2)
+    g = lambda p: _batching.gated_cond(p > 0.5, lambda: jnp.float32(1.0), lambda: jnp.float32(0.0))  # noqa: E731
+    np.testing.assert_array_equal(np.asarray(jax.vmap(g)(p)), [0.0, 1.0, 1.0])
