@@ -452,7 +452,7 @@ def fit(
             exceeds ``tol`` (the hyperparameters stay in their box; a coordinate held
             on a face of the box, its gradient pointing out, counts 0) (``0``: always
             ``steps`` evaluations), or at a rejected trial step whose predicted decrease
-            (gradient times step) is within 16 eps ``max(|f|, 1)`` of the objective ``f``:
+            (gradient times step) is at most 16 eps ``max(|f|, 1)`` for the objective ``f``:
             the objective cannot resolve a shorter one (in float32 near the optimum the
             gradient's rounding can exceed ``tol``, and the remaining steps would be trials
             along a rounding direction). ``info.steps`` reports the evaluations used. Not

@@ -120,11 +120,10 @@ def _sorted_terms(mu_s, sigma_s, valid_s, delta_s, num_valid):
     the ``num_valid`` valid candidates, which come first: the rows after them are padding,
     inert in every sum, so the terms beyond the bucket are zeros. The integrals cost O(n)
     to O(n^2) per problem, so a round of 7 members integrated at 8 rather than 64 is about
-    8x cheaper. The
-    choice is a branch that stays one under ``vmap`` (:func:`jaxstop._src.batching.gated_cond`):
-    a batch integrates at the buckets its problems need, plus the smallest."""
+    8x cheaper. The choice is a branch that stays one under ``vmap``
+    (:func:`jaxstop._src.batching.gated_cond`): a batch integrates at the buckets its
+    problems need, plus the smallest."""
     n = mu_s.shape[0]
-    args = (mu_s, sigma_s, valid_s, delta_s)
 
     def at(size):
         def run(args):
@@ -133,16 +132,16 @@ def _sorted_terms(mu_s, sigma_s, valid_s, delta_s, num_valid):
             return pad(p_s), pad(zeta_k), unrep
         return run
 
+    def either(below, size, smaller):
+        # each problem takes exactly one gated branch, its own bucket; the smallest bucket
+        # is the fallback every member computes under vmap
+        return lambda args: gated_cond((num_valid > below) & (num_valid <= size), at(size), smaller, args)
+
     sizes = bucket_sizes(n)
     run = at(sizes[0])
     for below, size in zip(sizes[:-1], sizes[1:]):
-        # each problem takes exactly one gated branch: its own bucket (the smallest is the
-        # branch every member computes under vmap)
-        run = functools.partial(
-            lambda args, below, size, smaller: gated_cond((num_valid > below) & (num_valid <= size), at(size),
-                                                          smaller, args),
-            below=below, size=size, smaller=run)
-    return run(args)
+        run = either(below, size, run)
+    return run((mu_s, sigma_s, valid_s, delta_s))
 
 
 def _clean_delta(delta, valid):
