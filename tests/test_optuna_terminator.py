@@ -364,3 +364,38 @@ def test_incremental_encoding_equals_encoding_every_call():
         # values in [0, 1] from at most a log, a subtraction and a division on each side:
         # a few ulp (~1e-15) apart; 1e-12 leaves room and still catches any wrong column
         np.testing.assert_allclose(i.encoding.X, encode_by_hand(trials), rtol=0, atol=1e-12)
+
+
+def test_candidates_take_presence_patterns_with_their_frequencies():
+    """The candidates are drawn once per layout and mapped to the trials' presence patterns
+    at each decision: pattern k is taken by the candidates whose uniform u falls in its
+    cumulative-frequency interval, so its share is binomial(m, count_k / n). Checked on
+    20,000 candidates against that distribution (5 standard deviations), the numeric values
+    of a present parameter being the same draws under every frequency, and the terminator
+    reusing its device array while the frequencies do not change."""
+    from jaxstop.integrations.optuna import _space
+
+    FD = optuna.distributions.FloatDistribution
+    space = {"a": FD(0.0, 1.0), "b": FD(0.0, 1.0)}
+    columns = ("a", "b", "b?")
+    draws = _space.candidate_draws(np.random.default_rng(0), space, columns, 20_000)
+    patterns = np.array([[True, False], [True, True]])
+    for counts in ([1, 3], [7, 2], [1, 1]):
+        c = draws.apply(patterns, np.array(counts))
+        share = c[:, 2].mean()  # the presence column of b: 1 where pattern 2 was taken
+        p = counts[1] / sum(counts)
+        assert abs(share - p) <= 5 * math.sqrt(p * (1 - p) / 20_000)
+        assert set(c[c[:, 2] == 0, 1]) == {_space.FILL}  # b absent: the fill
+        np.testing.assert_array_equal(c[:, 0], draws.full[:, 0])  # a: always present, the same draws
+        np.testing.assert_array_equal(c[c[:, 2] == 1, 1], draws.full[c[:, 2] == 1, 1])
+    # an unconditional space: one pattern, so one candidate array for every decision
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=5))
+    study.optimize(lambda t: t.suggest_float("x", 0, 1) ** 2 + t.suggest_float("y", 0, 1), n_trials=6)
+    term = RegretBoundTerminator(**SETTINGS, threshold=0.0)
+    first = term.inputs(study).candidates
+    study.optimize(lambda t: t.suggest_float("x", 0, 1) ** 2 + t.suggest_float("y", 0, 1), n_trials=2)
+    assert term.inputs(study).candidates is first
+    # a new layout (a third parameter, absent before: z and its presence column) draws again
+    study.optimize(lambda t: t.suggest_float("x", 0, 1) + t.suggest_float("z", 0, 1), n_trials=1)
+    again = term.inputs(study).candidates
+    assert np.asarray(first).shape == (256, 4) and np.asarray(again).shape == (256, 8)

@@ -466,4 +466,4 @@ def check_params(p: GPParams, d: int | None, dtype, name: str = "params"):
     for field in ("log_amplitude", "log_noise", "mean"):
         if jnp.ndim(getattr(p, field)) != 0:
             raise ValueError(f"{name}.{field} must be a scalar, got shape {jnp.shape(getattr(p, field))}")
-    return p if dtype is None else jax.tree_util.tree_map(lambda a: jnp.asarray(a, dtype), p)
+    return p if dtype is None else jax.tree_util.tree_map(lambda a: checks.float_array(a, name, dtype), p)

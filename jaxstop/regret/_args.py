@@ -81,7 +81,10 @@ def dim_mask(value, d: int) -> jax.Array:
 def beta_size(value, dims, dt):
     """``|Gamma|`` of :func:`jaxstop.regret.beta`: ``value``, or the number of real dimensions ``dims``."""
     if value is None:
-        if _checks.is_concrete(dims) and not bool(jnp.any(dims)):
+        if not _checks.is_concrete(dims):
+            return jnp.sum(dims).astype(dt)
+        count = int(np.sum(np.asarray(dims)))  # on the host: no eager device dispatch
+        if count == 0:
             raise ValueError("dim_mask marks no real dimension: |Gamma| of beta would be 0 (pass beta_size)")
-        return jnp.sum(dims).astype(dt)
-    return jnp.asarray(float_param(value, "beta_size"), dt)
+        return np.asarray(count, dt)
+    return np.asarray(float_param(value, "beta_size"), dt)

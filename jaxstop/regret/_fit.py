@@ -119,7 +119,7 @@ def fit_regret_bound(
     X, y = _checks.data_arrays(X, y)
     n, d = X.shape
     dt = _checks.common_float_dtype(X, y)
-    X, y = X.astype(dt), y.astype(dt)
+    X, y = _checks.float_array(X, "X", dt), _checks.float_array(y, "y", dt)
     mask = _checks.mask_array(mask, (n,))
     _checks.check_unit_cube(X, "X", mask)
     _checks.check_finite_where(y, mask, "y")
@@ -154,7 +154,7 @@ def fit_regret_bound(
     )
     size = _args.beta_size(opts.beta_size, dim_mask, dt)
     return _fit_regret_bound_jit(key, X, y, mask, init, init_h, cand, dim_mask, size,
-                                 jnp.asarray(delta, dt), jnp.asarray(beta_scale, dt), cfg=cfg)
+                                 np.asarray(delta, dt), np.asarray(beta_scale, dt), cfg=cfg)
 
 
 def _init(init, d: int, dim_mask, dtype, warping: bool):

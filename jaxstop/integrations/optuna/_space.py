@@ -40,8 +40,8 @@ from typing import Any, NamedTuple, Sequence
 import numpy as np
 from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
 
-__all__ = ["FILL", "Encoding", "IncrementalEncoder", "assemble", "capacity", "encode", "parse", "sample_candidates",
-           "search_space"]
+__all__ = ["FILL", "CandidateDraws", "Encoding", "IncrementalEncoder", "assemble", "candidate_draws", "capacity",
+           "encode", "parse", "sample_candidates", "search_space"]
 
 #: Value of a numeric column where its parameter is absent (the centre of the cube).
 FILL = 0.5
@@ -197,6 +197,22 @@ def parse(trials: Sequence[Any], space: dict[str, BaseDistribution]) -> tuple[np
 def assemble(space: dict[str, BaseDistribution], present: np.ndarray, values: np.ndarray) -> Encoding:
     """The NumPy half of :func:`encode`: the :class:`Encoding` of parsed trials
     (:func:`parse`)."""
+    conditional = _conditional(space, present)
+    X, columns = _rows(space, present, values, conditional)
+    patterns, counts = (np.unique(present, axis=0, return_counts=True) if present.shape[0]
+                        else (np.ones((1, len(space)), bool), np.ones(1, int)))
+    return Encoding(space, columns, X, patterns, counts)
+
+
+def _conditional(space: dict[str, BaseDistribution], present: np.ndarray) -> tuple[bool, ...]:
+    """Per parameter: whether it gets a presence column (numeric and absent somewhere)."""
+    return tuple(not isinstance(dist, CategoricalDistribution) and not bool(present[:, j].all())
+                 for j, dist in enumerate(space.values()))
+
+
+def _rows(space, present, values, conditional) -> tuple[np.ndarray, tuple[str, ...]]:
+    """The encoded rows of parsed trials in the layout ``conditional`` (which parameters
+    have a presence column), and that layout's column labels."""
     n = present.shape[0]
     columns: list[str] = []
     blocks: list[np.ndarray] = []
@@ -213,24 +229,24 @@ def assemble(space: dict[str, BaseDistribution], present: np.ndarray, values: np
         col[here] = _to_unit(values[here, j], dist)
         blocks.append(col[:, None])
         columns.append(name)
-        if not here.all():
+        if conditional[j]:
             blocks.append(here[:, None].astype(float))
             columns.append(f"{name}?")
     X = np.concatenate(blocks, axis=1) if blocks else np.zeros((n, 0))
-    patterns, counts = (np.unique(present, axis=0, return_counts=True) if n
-                        else (np.ones((1, len(space)), bool), np.ones(1, int)))
-    return Encoding(space, tuple(columns), X, patterns, counts)
+    return X, tuple(columns)
 
 
 class IncrementalEncoder:
-    """:func:`encode` of a growing list of trials, parsing each trial once.
+    """:func:`encode` of a growing list of trials, parsing and encoding each trial once.
 
     ``encoder(trials)`` equals ``encode(trials)`` for any list (the same arrays, bit for
     bit). A study's finished trials never change, so while a call's trials are the previous
     call's plus trials of higher numbers, the search space is merged with the new trials
-    only and, as long as it is unchanged, only the new trials are parsed; otherwise
-    (another list, a trial of a lower number finishing late, a new choice or range) it
-    starts again from the trials given.
+    only and, as long as it and the layout (which parameters have a presence column) are
+    unchanged, only the new trials are parsed and encoded, and the presence patterns
+    counted; otherwise (another list, a trial of a lower number finishing late, a new
+    choice or range, a parameter absent for the first time) it starts again from the
+    trials given.
 
     Example:
         >>> import optuna
@@ -248,6 +264,8 @@ class IncrementalEncoder:
         self._space: dict[str, BaseDistribution] = {}
         self._present = np.zeros((0, 0), bool)
         self._values = np.zeros((0, 0))
+        self._enc: Encoding | None = None
+        self._counts: dict[tuple[bool, ...], int] = {}
 
     def __call__(self, trials: Sequence[Any]) -> Encoding:
         trials = sorted(trials, key=lambda t: t.number)
@@ -262,23 +280,106 @@ class IncrementalEncoder:
             space = {name: space[name] for name in sorted(space)}
         else:
             space = search_space(trials)
+        enc = None
         if grows and list(space.items()) == list(self._space.items()):
             new_present, new_values = parse(trials[k:], space)
             present = np.concatenate([self._present, new_present])
             values = np.concatenate([self._values, new_values])
+            old = self._enc
+            if _conditional(space, present) == _conditional(space, self._present):
+                X_new, _ = _rows(space, new_present, new_values, _conditional(space, present))
+                for row in map(tuple, new_present.tolist()):
+                    self._counts[row] = self._counts.get(row, 0) + 1
+                enc = Encoding(space, old.columns, np.concatenate([old.X, X_new]), *self._patterns(len(space)))
         else:
             present, values = parse(trials, space)
-        self._numbers, self._space, self._present, self._values = numbers, space, present, values
-        return assemble(space, present, values)
+        if enc is None:
+            enc = assemble(space, present, values)
+            self._counts = dict(zip(map(tuple, enc.patterns.tolist()), enc.pattern_counts.tolist()))
+        self._numbers, self._space, self._present, self._values, self._enc = numbers, space, present, values, enc
+        return enc
+
+    def _patterns(self, p: int) -> tuple[np.ndarray, np.ndarray]:
+        """The counted presence patterns in :func:`numpy.unique`'s order (rows sorted
+        lexicographically, False before True) and their counts."""
+        rows = sorted(self._counts)
+        return np.array(rows, bool).reshape(len(rows), p), np.array([self._counts[r] for r in rows])
+
+
+class CandidateDraws(NamedTuple):
+    """Random configurations drawn once for a layout; :meth:`apply` gives them the presence
+    patterns of the trials (see :func:`candidate_draws`).
+
+    Attributes:
+        full: Every parameter present, shape (m, len(columns)): numeric values on their
+            grid, one choice per categorical, presence columns 1.
+        fill: What each column holds where its parameter is absent, shape (len(columns),):
+            :data:`FILL` for a numeric column, 0 for one-hot and presence columns.
+        param: The parameter (index into ``space``) of each column, shape (len(columns),).
+        u: Uniform numbers choosing each candidate's presence pattern, shape (m,).
+    """
+
+    full: np.ndarray
+    fill: np.ndarray
+    param: np.ndarray
+    u: np.ndarray
+
+    def apply(self, patterns: np.ndarray, counts: np.ndarray) -> np.ndarray:
+        """The candidates, shape (m, len(columns)): candidate i takes the pattern whose
+        cumulative frequency interval holds ``u[i]`` (patterns drawn with their frequencies
+        ``counts``), its absent parameters' columns hold ``fill``."""
+        cum = np.cumsum(counts) / np.sum(counts)
+        which = np.minimum(np.searchsorted(cum, self.u, side="right"), len(counts) - 1)
+        present = patterns[which][:, self.param]
+        return np.where(present, self.full, self.fill)
+
+
+def candidate_draws(rng: np.random.Generator, space: dict[str, BaseDistribution], columns: Sequence[str],
+                    m: int) -> CandidateDraws:
+    """``m`` random configurations of ``space`` laid out as ``columns`` (an
+    :class:`Encoding`'s), before presence patterns are applied.
+
+    Numeric values are uniform in the cube and then rounded to their step grid (Optuna's
+    rounding: to the grid point whose cell holds the value); each categorical takes one
+    uniform choice. Drawn once, they serve every later set of presence patterns, so a
+    caller that keeps them (the terminator, per layout) pays only :meth:`CandidateDraws.apply`
+    per decision.
+    """
+    full, fill, param = [], [], []
+    for j, (name, dist) in enumerate(space.items()):
+        if isinstance(dist, CategoricalDistribution):
+            onehot = np.zeros((m, len(dist.choices)))
+            onehot[np.arange(m), rng.integers(len(dist.choices), size=m)] = 1.0
+            full.append(onehot)
+            fill += [0.0] * len(dist.choices)
+            param += [j] * len(dist.choices)
+            continue
+        u = rng.uniform(size=m)
+        if dist.step:
+            v = _from_unit(u, dist)
+            v = np.clip(np.floor((v - dist.low + 0.5 * dist.step) / dist.step) * dist.step + dist.low,
+                        dist.low, dist.high)
+            u = _to_unit(v, dist)
+        full.append(u[:, None])
+        fill.append(FILL)
+        param.append(j)
+        if f"{name}?" in columns:
+            full.append(np.ones((m, 1)))
+            fill.append(0.0)
+            param.append(j)
+    full_arr = np.concatenate(full, axis=1) if full else np.zeros((m, 0))
+    if len(param) != len(columns):
+        raise ValueError(f"columns {tuple(columns)} are not a layout of the space {list(space)}")
+    return CandidateDraws(full_arr, np.asarray(fill, float), np.asarray(param, int), rng.uniform(size=m))
 
 
 def sample_candidates(rng: np.random.Generator, enc: Encoding, m: int) -> np.ndarray:
     """``m`` random valid configurations, encoded like :func:`encode`: shape (m, len(columns)).
 
-    Each candidate takes the presence pattern of a random trial (patterns drawn with their
-    frequencies), numeric values uniform in the cube and then rounded to their step grid
-    (Optuna's rounding: to the grid point whose cell holds the value), one uniform choice
-    per present categorical.
+    :func:`candidate_draws` applied to the trials' presence patterns: each candidate takes
+    the presence pattern of a random trial (patterns drawn with their frequencies), numeric
+    values uniform in the cube and then rounded to their step grid, one uniform choice per
+    present categorical; absent parameters hold the encoding's fill.
 
     Example:
         >>> import numpy as np, optuna
@@ -288,23 +389,5 @@ def sample_candidates(rng: np.random.Generator, enc: Encoding, m: int) -> np.nda
         >>> sorted(set(np.round(c[:, 0], 3).tolist()))          # the centres of 4 cells
         [0.125, 0.375, 0.625, 0.875]
     """
-    probs = enc.pattern_counts / enc.pattern_counts.sum()
-    which = enc.patterns[rng.choice(len(probs), size=m, p=probs)]
-    blocks = []
-    for j, (name, dist) in enumerate(enc.space.items()):
-        here = which[:, j]
-        if isinstance(dist, CategoricalDistribution):
-            onehot = np.zeros((m, len(dist.choices)))
-            onehot[np.arange(m), rng.integers(len(dist.choices), size=m)] = 1.0
-            blocks.append(onehot * here[:, None])
-            continue
-        u = rng.uniform(size=m)
-        if dist.step:
-            v = _from_unit(u, dist)
-            v = np.clip(np.floor((v - dist.low + 0.5 * dist.step) / dist.step) * dist.step + dist.low,
-                        dist.low, dist.high)
-            u = _to_unit(v, dist)
-        blocks.append(np.where(here, u, FILL)[:, None])
-        if f"{name}?" in enc.columns:
-            blocks.append(here[:, None].astype(float))
-    return np.concatenate(blocks, axis=1) if blocks else np.zeros((m, 0))
+    draws = candidate_draws(rng, enc.space, enc.columns, m)
+    return draws.apply(enc.patterns, enc.pattern_counts)

@@ -112,7 +112,8 @@ class FitInputs(NamedTuple):
         y: Values to minimise (``-value`` for a maximised study), shape (rows,).
         mask: Real rows, shape (rows,) bool.
         dim_mask: Real columns, shape (cols,) bool.
-        candidates: Domain points of the LCB minimum, shape (candidates, cols).
+        candidates: Domain points of the LCB minimum, shape (candidates, cols) (see
+            ``seed`` of :class:`RegretBoundTerminator`: drawn once per layout).
         init: Warm start of the GP parameters.
         init_inv_hessian: Warm start of the fit's curvature (zeros: none).
         fraction, min_points, beta_t, options: The fit's settings (``options.beta_size``
@@ -225,7 +226,9 @@ class RegretBoundTerminator:
         include_pruned: Also fit PRUNED trials, at their last intermediate value.
         warm_start: Start each fit from the previous one (faster); False makes every
             decision a function of the study's trials alone.
-        seed: Seeds the candidates (``numpy`` generator of ``(seed, n)``) and the key.
+        seed: Seeds the candidates (``numpy`` generator of ``seed``, one draw per layout
+            of the encoding, mapped to the trials' presence patterns at each decision)
+            and the key.
         options: :class:`jaxstop.regret.FitOptions` of the fit; its ``beta_size`` defaults
             to the number of hyperparameters.
         min_capacity: Smallest row capacity (rows double from there).
@@ -287,6 +290,9 @@ class RegretBoundTerminator:
         self._warm: tuple[Any, Any, Any] | None = None  # (layout, params, inv_hessian)
         self._lock = threading.RLock()
         self._encoder = _space.IncrementalEncoder()  # each finished trial parsed once
+        self._draws = None  # (layout, candidate draws): drawn once per layout
+        self._cand = None   # (presence frequencies, candidates on the device)
+        self._threshold = None  # (incumbent's folds, ddof), Eq. (10)
 
     def fresh(self) -> "RegretBoundTerminator":
         """A new terminator with the same settings, no warm start and no history."""
@@ -359,9 +365,6 @@ class RegretBoundTerminator:
         X[:n, :d] = enc.X
         yp = np.zeros(n_cap)
         yp[:n] = y
-        rng = np.random.default_rng([self.seed, n])
-        cand = np.zeros((self.candidates, d_cap))
-        cand[:, :d] = _space.sample_candidates(rng, enc, self.candidates)
         dim_mask = np.arange(d_cap) < d
         init, init_h = self._warm_start(enc.columns, d_cap, dim_mask, dt)
         opts = self.options
@@ -369,14 +372,35 @@ class RegretBoundTerminator:
             opts = opts._replace(beta_size=float(enc.num_params))
         # the arrays built in NumPy, moved to the device in one call
         np_dt = np.dtype(dt)
-        Xd, yd, maskd, dimd, candd = jax.device_put(
-            (X.astype(np_dt), yp.astype(np_dt), np.arange(n_cap) < n, dim_mask, cand.astype(np_dt)))
+        with self._lock:
+            candd = self._candidates(enc, d_cap, np_dt)
+        Xd, yd, maskd, dimd = jax.device_put((X.astype(np_dt), yp.astype(np_dt), np.arange(n_cap) < n, dim_mask))
         return FitInputs(
             key=jax.random.wrap_key_data(np.asarray([self.seed % 2**32, n], np.uint32)), X=Xd, y=yd,
             mask=maskd, dim_mask=dimd, candidates=candd, init=init, init_inv_hessian=init_h,
             fraction=self.top_trials_ratio, min_points=self.min_top_trials, beta_t=self.beta_t, options=opts,
             numbers=tuple(t.number for t in rows), encoding=enc, best_number=rows[best].number,
             best_value=float(values[best]), folds=folds, num_complete=len(complete))
+
+    def _candidates(self, enc: _space.Encoding, d_cap: int, dtype) -> jax.Array:
+        """The LCB's candidates for ``enc``, shape (candidates, d_cap), on the device.
+
+        The configurations are drawn once per layout (:func:`._space.candidate_draws` with
+        the generator ``numpy.random.default_rng(seed)``); a decision only maps them to the
+        trials' presence patterns (:meth:`._space.CandidateDraws.apply`), and reuses the
+        array on the device while the patterns' frequencies are unchanged (always, in a
+        space without conditional parameters)."""
+        layout = (tuple(enc.space.items()), enc.columns, d_cap, np.dtype(dtype).name)
+        if self._draws is None or self._draws[0] != layout:
+            draws = _space.candidate_draws(np.random.default_rng(self.seed), enc.space, enc.columns, self.candidates)
+            self._draws, self._cand = (layout, draws), None
+        cum = np.cumsum(enc.pattern_counts) / np.sum(enc.pattern_counts)
+        which = (enc.patterns.tobytes(), enc.patterns.shape, cum.tobytes())
+        if self._cand is None or self._cand[0] != which:
+            cand = np.zeros((self.candidates, d_cap), dtype)
+            cand[:, : len(enc.columns)] = self._draws[1].apply(enc.patterns, enc.pattern_counts)
+            self._cand = (which, jax.device_put(cand))
+        return self._cand[1]
 
     def _warm_start(self, columns, d_cap: int, dim_mask, dt):
         """The previous fit's parameters when the layout is unchanged; else the default
@@ -420,8 +444,11 @@ class RegretBoundTerminator:
                 self._warm = ((i.encoding.columns, i.X.shape[1]), fb.params, fb.inv_hessian)
             if self.threshold is not None:
                 thr = self.threshold
-            else:
-                thr = float(_cv_threshold(np.asarray(i.folds), ddof=self.ddof))
+            else:  # Eq. (10) of the incumbent's folds, computed again only when they change
+                folds = (tuple(i.folds), self.ddof)
+                if self._threshold is None or self._threshold[0] != folds:
+                    self._threshold = (folds, float(_cv_threshold(np.asarray(i.folds), ddof=self.ddof)))
+                thr = self._threshold[1]
             bound = float(fb.bound.bound)
             record = TerminatorRecord(
                 n_trials=len(i.numbers), bound=bound, threshold=thr,
