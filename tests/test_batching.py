@@ -106,14 +106,16 @@ def _branches(calls):
     return true_fn, false_fn
 
 
-def test_gated_cond_equals_cond_per_member_unbatched_batched_and_nested(rng):
+@pytest.mark.parametrize("sparse", [False, True])
+def test_gated_cond_equals_cond_per_member_unbatched_batched_and_nested(rng, sparse):
     calls = []
     true_fn, false_fn = _branches(calls)
     x = jnp.asarray(rng.normal(size=(3, 4)))
     scale = jnp.asarray(0.25)
 
     def gated(v):
-        return _batching.gated_cond(v > 0.5, lambda v: true_fn(v, scale), lambda v: false_fn(v, scale), v)
+        return _batching.gated_cond(v > 0.5, lambda v: true_fn(v, scale), lambda v: false_fn(v, scale), v,
+                                    sparse=sparse)
 
     def plain(v):
         return jax.lax.cond(v > 0.5, lambda v: true_fn(v, scale), lambda v: false_fn(v, scale), v)
@@ -128,7 +130,7 @@ def test_gated_cond_equals_cond_per_member_unbatched_batched_and_nested(rng):
     assert float(one["v"]) == float(ref_v[0, 0])
     # a predicate that is not batched, operands that are: one real branch
     out = jax.vmap(lambda v: _batching.gated_cond(True, lambda v: true_fn(v, scale), lambda v: false_fn(v, scale),
-                                                  v))(x[0])
+                                                  v, sparse=sparse))(x[0])
     np.testing.assert_array_equal(out["v"], xs[0] * 3.0 + 0.25)
     with pytest.raises(TypeError, match="different structures"):
         _batching.gated_cond(x[0, 0] > 0, lambda v: v, lambda v: (v, v), x[0, 0])
@@ -159,6 +161,42 @@ def test_gated_cond_runs_the_true_branch_only_when_some_member_takes_it():
     loop(lambda p, t, f, v: _batching.gated_cond(p & False, t, f, v), none)(x)
     jax.effects_barrier()
     assert none == []
+
+
+def test_sparse_gated_cond_runs_the_true_branch_once_per_member_that_takes_it():
+    """With ``sparse=True`` the true branch runs once for each (step, member) whose
+    predicate holds, unbatched, the members' operands (a batched one and a closed-over
+    batched one) sliced out: member k takes it at the steps i = k (mod 4), so 15 runs in
+    12 steps of 5 members, where the vectorised gate runs it (over the whole batch) at
+    all 12 steps. Values equal a plain cond per member's."""
+
+    def loop(cond, calls):
+        true_fn, _ = _branches(calls)
+
+        def study(v, k):
+            def body(i, v):
+                take = i % 4 == k % 4
+                return cond(take, lambda v: true_fn(v, 0.5 * k)["v"], lambda v: v + k, v)
+
+            return jax.lax.fori_loop(0, 12, body, v)
+
+        return jax.jit(jax.vmap(study))
+
+    x, k = jnp.arange(5.0) / 8, jnp.arange(5.0)
+    runs = {}
+    for name, cond in (("sparse", lambda p, t, f, v: _batching.gated_cond(p, t, f, v, sparse=True)),
+                       ("gated", _batching.gated_cond), ("plain", jax.lax.cond)):
+        runs[name] = []
+        out = loop(cond, runs[name])(x, k)
+        jax.effects_barrier()
+        if name == "sparse":
+            got = out
+        else:
+            np.testing.assert_array_equal(got, out)
+    assert {name: len(c) for name, c in runs.items()} == {"sparse": 15, "gated": 12, "plain": 12}
+    # nested vmap: the inner rule loops over its members, the outer batches that loop
+    two = jax.vmap(loop(lambda p, t, f, v: _batching.gated_cond(p, t, f, v, sparse=True), []), in_axes=(0, None))
+    np.testing.assert_array_equal(two(jnp.stack([x, x + 1.0]), k)[1], loop(jax.lax.cond, [])(x + 1.0, k))
 
 
 def test_any_in_batch_keeps_a_loop_counter_unbatched():

@@ -38,23 +38,31 @@ def _closed(fn: Callable, leaves, treedef):
     return run, consts, jax.tree_util.tree_structure(out_shape)
 
 
-def gated_cond(pred, true_fn: Callable, false_fn: Callable, *operands):
+def gated_cond(pred, true_fn: Callable, false_fn: Callable, *operands, sparse: bool = False):
     """``lax.cond(pred, true_fn, false_fn, *operands)`` that stays a branch under ``vmap``.
 
     Under ``jax.vmap`` a ``lax.cond`` on a batched predicate becomes a ``select`` that
     evaluates both branches for every member at every call. Here the batching rule
-    evaluates ``false_fn`` for the whole batch and ``true_fn`` (vmapped) only when *some*
-    member's predicate holds (a ``lax.cond`` on ``any(pred)``, gated the same way again
-    under an enclosing ``vmap``), then selects per member. Give the rare, expensive work
-    to ``true_fn``. Values are those of ``lax.cond`` (each member gets its own branch's
-    outputs, the same per-member program). The branches may close over traced values.
-    Not differentiable (``custom_vmap``).
+    evaluates ``false_fn`` for the whole batch and ``true_fn`` only when *some* member's
+    predicate holds (a ``lax.cond`` on ``any(pred)``, gated the same way again under an
+    enclosing ``vmap``): vmapped over the whole batch and then selected per member, or,
+    with ``sparse=True``, once per member whose predicate holds (a loop over those
+    members, each run unbatched). Give the rare, expensive work to ``true_fn``; choose
+    ``sparse`` when few members take it at the same step (a round's end in a one-job
+    protocol, a solve at one epoch of a job): the batch then costs what its members need,
+    as running them one at a time would, instead of the whole batch's cost at every step
+    where any member needs it. Values are those of ``lax.cond`` (each member gets its own
+    branch's outputs, the same per-member program) either way. The branches may close
+    over traced values. Not differentiable (``custom_vmap``).
 
     Example:
         >>> import jax, jax.numpy as jnp
         >>> f = lambda x: gated_cond(x > 1.0, lambda v: v * 10.0, lambda v: -v, x)
         >>> jax.vmap(f)(jnp.array([0.5, 2.0])).tolist()
         [-0.5, 20.0]
+        >>> g = lambda x: gated_cond(x > 1.0, lambda v: v * 10.0, lambda v: -v, x, sparse=True)
+        >>> jax.vmap(g)(jnp.array([0.5, 2.0, 3.0])).tolist()
+        [-0.5, 20.0, 30.0]
     """
     leaves, treedef = jax.tree_util.tree_flatten(operands)
     run_t, consts_t, out_tree = _closed(true_fn, leaves, treedef)
@@ -84,6 +92,8 @@ def gated_cond(pred, true_fn: Callable, false_fn: Callable, *operands):
         fallback = jax.vmap(run_f, in_axes=(*af, *ax), axis_size=axis_size)(*cf, *xs)
 
         def taken(ct, xs, fallback):
+            if sparse:
+                return _each_member(p, run_t, ct, xs, at, ax, fallback)
             out = jax.vmap(run_t, in_axes=(*at, *ax), axis_size=axis_size)(*ct, *xs)
             return [jnp.where(jnp.reshape(p, p.shape + (1,) * (o.ndim - 1)), o, f)
                     for o, f in zip(out, fallback)]
@@ -93,6 +103,22 @@ def gated_cond(pred, true_fn: Callable, false_fn: Callable, *operands):
 
     out = call(pred, *consts_t, *consts_f, *leaves)
     return jax.tree_util.tree_unflatten(out_tree, out)
+
+
+def _each_member(p, run, consts, xs, const_axes, x_axes, fallback):
+    """``fallback`` (batched outputs) with the members where ``p`` holds replaced by
+    ``run`` of that member's operands: a loop over those members only (their indices
+    first, by ``nonzero``), each sliced out of the batched operands and run unbatched."""
+    size = p.shape[0]
+    members = jnp.nonzero(p, size=size, fill_value=0)[0]
+
+    def body(j, outs):
+        i = members[j]
+        pick = lambda a, axis: a if axis is None else jax.lax.dynamic_index_in_dim(a, i, 0, keepdims=False)  # noqa: E731
+        one = run(*[pick(a, b) for a, b in zip(consts, const_axes)], *[pick(a, b) for a, b in zip(xs, x_axes)])
+        return [jax.lax.dynamic_update_index_in_dim(o, jnp.asarray(v, o.dtype), i, 0) for o, v in zip(outs, one)]
+
+    return jax.lax.fori_loop(0, jnp.sum(p.astype(jnp.int32)), body, list(fallback))
 
 
 @custom_batching.custom_vmap

@@ -120,15 +120,17 @@ def _at(arr, g):
     return jnp.asarray(arr)[g]
 
 
-def _cond(pred, true_fn, false_fn, *operands, gated: bool = True):
+def _cond(pred, true_fn, false_fn, *operands, gated: bool = True, sparse: bool = False):
     """A branch that stays one under ``vmap`` (:func:`jaxstop._src.batching.gated_cond`:
-    ``true_fn`` runs only at the steps where some study of a batch takes it; with
-    ``gated=False`` a ``lax.cond``, a ``select`` of both branches under ``vmap``), or plain
-    Python branching when ``pred`` is concrete (eager calls then run only the branch taken
-    and compile nothing new)."""
+    ``true_fn`` runs only at the steps where some study of a batch takes it, and with
+    ``sparse`` only for those studies; with ``gated=False`` a ``lax.cond``, a ``select`` of
+    both branches under ``vmap``), or plain Python branching when ``pred`` is concrete
+    (eager calls then run only the branch taken and compile nothing new)."""
     if _checks.is_concrete(pred):
         return true_fn(*operands) if bool(pred) else false_fn(*operands)
-    return (gated_cond if gated else lax.cond)(pred, true_fn, false_fn, *operands)
+    if not gated:
+        return lax.cond(pred, true_fn, false_fn, *operands)
+    return gated_cond(pred, true_fn, false_fn, *operands, sparse=sparse)
 
 
 def start_bracket(e: Engine, s: HalvingState, g) -> HalvingState:
@@ -406,9 +408,15 @@ def finish(e: Engine, call, s: HalvingState, decided, finished, params, every_ca
     """The end of ``tell``: the keep decision after a round, the next bracket after the
     last round; returns the state and the info. With ``every_call`` (the batch protocol,
     whose every batch ends a round) the decision is a plain ``lax.cond``: a gate that is
-    open at every step would only add its own cost."""
+    open at every step would only add its own cost. In the one-job protocol the UQ
+    decision (:func:`jaxstop.confidence.keep_count`, the costly one) runs for each study
+    that ends a round (``sparse``): the number a UQ round keeps varies, so under ``vmap``
+    the studies' rounds end at different steps, and a batch of them would otherwise pay
+    the whole batch's decision at nearly every step. Plain SH's rounds end at the same
+    step in every study and its decision is cheap: it stays vectorised."""
     s, (kept, fallback, tau, rbudget), empty = _cond(
-        decided, lambda s: _decide(e, call, s, params), lambda s: _no_decision(e, s), s, gated=not every_call)
+        decided, lambda s: _decide(e, call, s, params), lambda s: _no_decision(e, s), s, gated=not every_call,
+        sparse=e.uq and not every_call)
     s = _cond(finished | empty, lambda s: call(end_bracket, s), lambda s: s, s)
     return s, info(e, s, decided, kept, fallback, tau, rbudget)
 
