@@ -331,11 +331,13 @@ def ask(e: Engine, key, state: HalvingState, params):
         active = active & ~profiling
     if e.tpe:
         fresh = (row < 0) & active
+        # UQ rounds keep varying numbers, so under vmap the studies propose at different
+        # steps: each proposes alone (sparse); plain BOHB's studies propose in step
         proposed = _cond(
             fresh,
             lambda: _bohb_density.propose(key, e.cand, state.bohb, params, len(e.rounds.levels), e.samples,
                                           e.per_level),
-            lambda: jnp.zeros((), jnp.int32),
+            lambda: jnp.zeros((), jnp.int32), sparse=e.uq,
         )
         row = jnp.where(fresh, proposed, row).astype(jnp.int32)
         safe = jnp.clip(row, 0, e.num_configs - 1)
