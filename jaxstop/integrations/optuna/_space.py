@@ -25,7 +25,10 @@ kinds, or linear and log, raise ``ValueError`` naming the parameter.
 
 The domain of the bound's LCB minimum is sampled with :func:`sample_candidates`: valid
 configurations only (numeric values on their step grid, one choice per categorical,
-presence patterns drawn from those observed in the trials).
+presence patterns drawn from those observed in the trials, with their frequencies). It is
+two steps, so that a caller deciding again and again pays only the second: the
+configurations, drawn once for a layout (:func:`candidate_draws`), and the presence
+patterns, given to them per decision (:meth:`CandidateDraws.apply`).
 
 Arrays are padded to capacities that double (:func:`capacity`): rows of trials and
 columns of the encoding, with masks marking the real ones; a study compiles the bound once
