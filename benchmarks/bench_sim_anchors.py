@@ -24,6 +24,13 @@ at 1, 4, 11, 33 and 100 epochs). Measured side by side in one process:
   the same with jaxstop's ``UQSuccessiveHalvingPruner`` when ``jaxstop.integrations.optuna``
   exports it (a warm-up study first: its keep-count programs compile once per process).
 
+* **Syne Tune's simulator** (the ``synetune`` extra): one Syne Tune study per run, ASHA
+  (``syne_tune.optimizer.baselines.ASHA``, grace period 1, reduction factor 3: rungs at 1, 3,
+  9, 27, 81 epochs) with one worker on its simulator backend (``UserBlackboxBackend`` over the
+  curves as a ``BlackboxTabular``, a ragged curve holding its last loss; ``SimulatorCallback``,
+  no sleep), stopped once 64 trials have started; left out, with the reason printed, when
+  Syne Tune is not installed.
+
 Goals: batched plain SH >= 10x the NumPy loop's runs/s; batched SH+ >= 30x Optuna's pruner.
 
     .venv/bin/python benchmarks/bench_sim_anchors.py                 # the full run
@@ -232,6 +239,67 @@ def optuna_call(optuna, make_pruner, values, lengths, num_trials, num_runs):
     return call, 0.0, lambda: float(np.mean(epochs[1:]))  # every timed study
 
 
+def synetune_call(values, lengths, num_trials, num_runs):
+    """``num_runs`` Syne Tune studies (``syne_tune.optimizer.baselines.ASHA``, grace period 1,
+    reduction factor 3, one worker, on its simulator backend: ``UserBlackboxBackend`` over the
+    table as a ``BlackboxTabular``, ``SimulatorCallback``, ``sleep_time=0``), each stopped
+    after ``num_trials`` trials started; a new seed per study, one warm-up study first. Or
+    ``None`` and the reason when Syne Tune is not installed (the ``synetune`` extra)."""
+    try:
+        import logging
+
+        import pandas as pd
+        from syne_tune import StoppingCriterion, Tuner
+        from syne_tune.backend.simulator_backend.simulator_callback import SimulatorCallback
+        from syne_tune.blackbox_repository.blackbox_tabular import BlackboxTabular
+        from syne_tune.blackbox_repository.simulated_tabular_backend import UserBlackboxBackend
+        from syne_tune.config_space import choice, randint
+        from syne_tune.optimizer.baselines import ASHA
+    except ImportError as err:
+        return None, f"not measured: Syne Tune is not installed ({err}; `pip install -e '.[synetune]'`)"
+    import tempfile
+
+    logging.getLogger("syne_tune").setLevel(logging.ERROR)
+    n, t = values.shape
+    # a ragged curve holds its last loss after it ends, and a job reports the curve's length
+    # as elapsed time (the simulator's clock: one unit per epoch)
+    held = values.astype(float).copy()
+    for i in range(n):
+        held[i, lengths[i]:] = values[i, lengths[i] - 1]
+    elapsed = np.broadcast_to(np.arange(1, t + 1, dtype=float), (n, t))
+    # the row index is the configuration; Syne Tune's tabular lookup needs two columns with
+    # pandas 3 (a single-column index does not take its tuple key), so a constant is added
+    space = {"row": randint(0, n - 1), "const": choice([0])}
+    bb = BlackboxTabular(hyperparameters=pd.DataFrame({"row": np.arange(n), "const": np.zeros(n, int)}),
+                         configuration_space=space, fidelity_space={"epoch": randint(1, t)},
+                         objectives_evaluations=np.stack([held, elapsed], -1)[:, None],
+                         fidelity_values=np.arange(1, t + 1), objectives_names=["loss", "elapsed"])
+    seeds = iter(range(10**6))
+    epochs = []
+    tmp = tempfile.mkdtemp(prefix="bench_synetune_")
+
+    def one():
+        seed = next(seeds)
+        tuner = Tuner(trial_backend=UserBlackboxBackend(blackbox=bb, elapsed_time_attr="elapsed"),
+                      scheduler=ASHA({**space, "epoch": t}, metric="loss", time_attr="epoch", max_t=t,
+                                     do_minimize=True, random_seed=seed, grace_period=1, reduction_factor=ETA),
+                      stop_criterion=StoppingCriterion(max_num_trials_started=num_trials), n_workers=1,
+                      sleep_time=0, callbacks=[SimulatorCallback()], print_update_interval=10**9,
+                      save_tuner=False, tuner_name=f"{tmp}/study-{seed}")
+        tuner.run()
+        df = tuner.tuning_status.get_dataframe()
+        epochs.append(float(df["epoch"].sum()))
+
+    def call():
+        for _ in range(num_runs):
+            one()
+        return None
+
+    one()  # warm-up
+    call()
+    return (call, 0.0, lambda: float(np.mean(epochs[1:]))), ""
+
+
 def uq_pruner_class():
     """jaxstop's ``UQSuccessiveHalvingPruner`` from its public module, or the reason it is not there."""
     try:
@@ -249,6 +317,7 @@ def main() -> None:
     ap.add_argument("--numpy-runs", type=int, default=2000, help="runs of the NumPy loop per timed call")
     ap.add_argument("--optuna-runs", type=int, default=10, help="Optuna studies per timed call")
     ap.add_argument("--uq-optuna-runs", type=int, default=2, help="studies with the UQ pruner per timed call")
+    ap.add_argument("--synetune-runs", type=int, default=5, help="Syne Tune studies per timed call")
     ap.add_argument("--check-runs", type=int, default=256, help="runs checked against the NumPy loop")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--quick", action="store_true", help="a fifth of the runs, 1 Optuna study per call")
@@ -258,6 +327,7 @@ def main() -> None:
     if args.quick:
         args.sh_runs, args.shplus_runs, args.numpy_runs = args.sh_runs // 5, args.shplus_runs // 5, args.numpy_runs // 5
         args.optuna_runs, args.uq_optuna_runs, args.check_runs = 1, 1, min(args.check_runs, 64)
+        args.synetune_runs = 1
     _common.pin(args.pin)
     import optuna
 
@@ -291,6 +361,13 @@ def main() -> None:
                        optuna_call(optuna, lambda: optuna.pruners.SuccessiveHalvingPruner(
                            min_resource=1, reduction_factor=ETA), values, lengths, n0, args.optuna_runs),
                        f"{args.optuna_runs} studies of {n0} trials per call"))
+    st_call, st_note = synetune_call(values, lengths, n0, args.synetune_runs)
+    st_modules = (__import__("syne_tune"),) if st_call is not None else ()
+    if st_call is not None:
+        contenders.append(("Syne Tune ASHA, simulator backend", args.synetune_runs, st_call,
+                           f"{args.synetune_runs} studies of {n0} trials started per call"))
+    else:
+        print(f"# Syne Tune {st_note}", flush=True)
     uq_cls, uq_note = uq_pruner_class()
     if uq_cls is not None:
         contenders.append(("Optuna with jaxstop UQSuccessiveHalvingPruner", args.uq_optuna_runs,
@@ -309,6 +386,10 @@ def main() -> None:
     goals = [["batched SH / NumPy loop", "jaxstop SH, batched", "NumPy loop, plain SH, one run at a time", 10.0],
              ["batched SH+ / Optuna's pruner", "jaxstop SH+, batched", "Optuna SuccessiveHalvingPruner", 30.0],
              ["batched SH / Optuna's pruner", "jaxstop SH, batched", "Optuna SuccessiveHalvingPruner", None]]
+    if st_call is not None:
+        goals += [["batched SH / Syne Tune's ASHA", "jaxstop SH, batched", "Syne Tune ASHA, simulator backend", None],
+                  ["batched SH+ / Syne Tune's ASHA", "jaxstop SH+, batched", "Syne Tune ASHA, simulator backend",
+                   None]]
     if uq_cls is not None:
         goals.append(["batched SH+ / Optuna with the UQ pruner", "jaxstop SH+, batched",
                       "Optuna with jaxstop UQSuccessiveHalvingPruner", None])
@@ -318,7 +399,8 @@ def main() -> None:
         ratios.append([name, f"{x:,.1f}x", "" if goal is None else f">= {goal:g}x",
                        "" if goal is None else ("met" if x >= goal else "not met")])
     text = "\n\n".join([
-        _common.report_header("Simulation studies against the NumPy loop and Optuna's pruner", packages=(optuna,)),
+        _common.report_header("Simulation studies against the NumPy loop, Optuna's pruner and Syne Tune",
+                              packages=(optuna,) + st_modules),
         f"AlexNet table ({n} curves x {max_budget} epochs, ragged, float32), eta = {ETA}; SH runs {n0} rows at "
         f"{', '.join(map(str, b.budgets))} epochs. The NumPy loop returned jaxstop's incumbent and budget on "
         f"{checked} / {checked} runs fed jaxstop's rows (and on {ties} / {ties} runs of a synthetic table of ties and "
@@ -327,7 +409,8 @@ def main() -> None:
         "round, so all see the same machine load); compile time apart.",
         _common.markdown_table(["what", "runs/s", "epochs per run", "compile s", "size"], rows),
         _common.markdown_table(["ratio", "value", "goal", ""], ratios),
-    ] + ([f"UQSuccessiveHalvingPruner {uq_note}"] if uq_cls is None else []))
+    ] + ([f"UQSuccessiveHalvingPruner {uq_note}"] if uq_cls is None else [])
+      + ([f"Syne Tune {st_note}"] if st_call is None else []))
     print(text)
     _common.write_report(args.out, text)
 
