@@ -41,8 +41,9 @@ Conventions differ between the paper, the authors' released code and Optuna's
   the paper says only "the top 50%".
 * the GP: the plain Matérn-5/2 GP (the paper's Sec. 3; Optuna's GP has no warping) in
   every convention, or with a Kumaraswamy input warping (``warping=True``; App. A.1.1
-  lists "2 input warping parameters" in the authors' GP, but this warping reproduces their
-  recorded bound and Table 3 less well than none: see :data:`CONVENTIONS`).
+  lists "2 input warping parameters" in the authors' GP, but their released code fits its
+  bound without one, and this warping reproduces their recorded bound and Table 3 less well
+  than none: see :data:`CONVENTIONS`).
 
 API conventions (shared with :mod:`jaxstop.gp` and :mod:`jaxstop.confidence`):
 

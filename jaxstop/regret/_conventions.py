@@ -84,7 +84,11 @@ Optuna 5.0's ``optuna/terminator`` (``improvement/evaluator.py``: ``RegretBoundE
   lines 99-100); pass them as ``replay``'s ``ei`` / ``pi`` to reproduce its stops exactly.
   Without them the baselines use the GP of the BO's acquisition, fitted on every
   evaluation, as that BO did.
-* ``warping=False``, although App. A.1.1 lists "2 input warping parameters" among the
+* ``warping=False``: the code's bound GP has none. ``src/enhanced_gp.py``, lines 57 and
+  65, builds it with AutoGluon 0.1's ``default_gpmodel`` (``install.sh`` pins
+  ``autogluon.core==0.1.0``), whose kernel is ``build_kernel(state)`` with its default
+  ``do_warping=False``: a Matérn-5/2 ARD kernel on the unit cube, no warping. This
+  although App. A.1.1 lists "2 input warping parameters" among the
   hyperparameters of the authors' GP ("output noise, a scalar mean value, bandwidths for
   every input dimension, 2 input warping parameters and a scalar covariance scale
   parameter"): with jaxstop's Kumaraswamy warping (``ReplayOptions(warping=True)``, the
@@ -94,8 +98,8 @@ Optuna 5.0's ``optuna/terminator`` (``improvement/evaluator.py``: ``RegretBoundE
   correlation 0.50 against 0.79; the same Ours_0.21 stop on 68% of the traces against
   75%) and Table 3 moves away from the paper (Ours_0.21 RTC 0.479 / 0.119 for RF / XGB
   against the paper's 0.318 / 0.144; 0.309 / 0.114 without warping), at about 2-5x the
-  time; see ``benchmarks/RESULTS.md``. The authors' warping is therefore not reproduced
-  by this one, and the convention follows the numbers their results support. With
+  time; see ``benchmarks/RESULTS.md``. The convention follows the code, and the numbers
+  its results support. With
   ``warping=True`` both GPs of a row (the bound's and, for EI / PI, the BO's) are
   warped and the fits' default steps double (``ReplayOptions.first_fit_steps`` /
   ``fit_steps``).
