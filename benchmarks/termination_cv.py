@@ -26,13 +26,14 @@ the code behind each setting):
 
 Both conventions report ``Ours_0.21`` and ``Ours_0.5`` in that order (``Stops.ours``).
 
-Input warping (``--warping``): the authors' GP has a Kumaraswamy input warping (App. A.1.1,
-"2 input warping parameters"); no convention fits jaxstop's warping by default (it reproduces
-the authors' bound less well, see RESULTS.md); ``--warping on`` fits it in both GPs (the
-bound's and the BO's). The GP still
-differs from the authors' (their fit: L-BFGS from their own start; ours: warm-started
-quasi-Newton steps), so our bound is not the authors' bound, and the comparison shows how
-much the conclusions depend on it.
+Input warping (``--warping``): App. A.1.1 lists "2 input warping parameters" in the authors'
+GP, but their code fits the bound without one (AutoGluon 0.1's ``default_gpmodel``); no
+convention fits jaxstop's warping by default (it reproduces the authors' bound less well, see
+RESULTS.md); ``--warping on`` fits it in both GPs (the bound's and the BO's). Priors
+(``--prior``): the conventions use Optuna's; ``--prior autogluon`` fits with the priors of the
+authors' code (``regret.FitOptions.prior``). The GP still differs from the authors' (their fit:
+L-BFGS from their own start; ours: warm-started quasi-Newton steps), so our bound is not the
+authors' bound, and the comparison shows how much the conclusions depend on it.
 
 Usage (from the repository root)::
 
@@ -99,7 +100,7 @@ def _worker(payload):
         options = regret.ReplayOptions(conv_patience=CONV, ei_thresholds=(1e-8,), pi_thresholds=(1e-8,),
                                        fit_steps=opts["fit_steps"], first_fit_steps=opts["first_fit_steps"],
                                        num_segments=opts["segments"], acq_gp=opts["acq_gp"],
-                                       warping=opts["warping"])
+                                       warping=opts["warping"], prior=opts["prior"])
         return regret.replay(key, c, v, f, dim_mask=dm, ei=ei if recorded else None, pi=pi if recorded else None,
                              convention=convention, options=options)
 
@@ -130,7 +131,7 @@ def run_convention(convention, traces, args):
     ncpu = os.cpu_count() or 1
     opts = {"fit_steps": args.fit_steps, "first_fit_steps": args.first_fit_steps, "segments": args.segments,
             "seed": args.seed, "evaluations": args.evaluations, "acq_gp": args.acq_gp,
-            "warping": WARPING[args.warping]}
+            "warping": WARPING[args.warping], "prior": None if args.prior == "convention" else args.prior}
     payloads = [((j % ncpu) if args.pin else None, convention, chunks[j::jobs], opts) for j in range(jobs)]
     start = time.perf_counter()
     if jobs == 1:
@@ -258,6 +259,9 @@ def main(argv=None):
     ap.add_argument("--warping", choices=tuple(WARPING), default="convention",
                     help="Kumaraswamy input warping of the GPs: on, off, or the convention's (authors: on; "
                          "paper: off)")
+    ap.add_argument("--prior", choices=("convention", "optuna", "autogluon"), default="convention",
+                    help="the GPs' hyperparameter priors (ReplayOptions.prior): the convention's (optuna), "
+                         "or AutoGluon's (the GP of the authors' code)")
     ap.add_argument("--segments", type=int, default=None,
                     help="capacity segments of the replay scan (default 4; 1 with --quick: less compilation)")
     ap.add_argument("--seed", type=int, default=0)
@@ -303,8 +307,9 @@ def main(argv=None):
         steps = ("replay's default fit steps (30 then 6; 60 then 12 with warping)"
                  if args.first_fit_steps is None and args.fit_steps is None else
                  f"fits of {args.first_fit_steps or 'default'} then {args.fit_steps or 'default'} steps")
-        lines += table(sc, algo_of, f"jaxstop, convention `{conv}`, input warping {'on' if warp else 'off'} "
-                                    f"(EI / PI: {acq}; {steps})")
+        prior = regret_conventions()[conv]["prior"] if args.prior == "convention" else args.prior
+        lines += table(sc, algo_of, f"jaxstop, convention `{conv}`, input warping {'on' if warp else 'off'}, "
+                                    f"priors `{prior}` (EI / PI: {acq}; {steps})")
         lines += [f"Timing: {timing['wall_s']:.1f} s wall for {len(traces)} traces "
                   f"({timing['wall_s'] / len(traces):.2f} s per trace; {timing['jobs']} process(es), "
                   f"vmapped chunks of {timing['chunk']}); compile {timing['compile_s']:.1f} s per process, "

@@ -146,13 +146,15 @@ def test_lml_gradient_matches_finite_differences(rng):
     np.testing.assert_allclose(grads[1][i, k], fd_x, rtol=1e-6, atol=1e-8)
 
 
-@pytest.mark.parametrize("use_prior", [True, False])
+@pytest.mark.parametrize("use_prior", [True, False, "autogluon"])
 @pytest.mark.parametrize("fit_mean", [True, False])
 def test_scale_profile_is_the_maximum_over_the_amplitude(rng, use_prior, fit_mean):
     """Amplitude (and mean) profiled out, covariance a (C + g I): value, a* and m* against
-    SciPy's maximisation of the NumPy oracle (+ the amplitude and noise priors) over log a
-    (and m) at fixed lengthscales and ratio g; the gradient in (log lengthscales, log g)
-    against central differences of that maximum; padded rows change nothing."""
+    SciPy's maximisation of the NumPy oracle (+ the amplitude and noise priors: Optuna's,
+    or AutoGluon's LogNormal(0, 1) on a and Gamma(0.1, 1) on the noise a g, written out
+    here) over log a (and m) at fixed lengthscales and ratio g; the gradient in (log
+    lengthscales, log g) against central differences of that maximum; padded rows change
+    nothing."""
     X, y = make_data(rng, n=20)
     y = 2.0 * y + 1.0
     m0 = 0.4
@@ -160,7 +162,10 @@ def test_scale_profile_is_the_maximum_over_the_amplitude(rng, use_prior, fit_mea
     def neg(log_a, m, ls, g):
         a = np.exp(log_a)
         val = np_lml(X, y, a, ls, a * g, m)
-        if use_prior:
+        if use_prior == "autogluon":
+            # LogNormal(0, 1): -log a - (log a)^2 / 2; Gamma(shape 0.1, rate 1): (0.1 - 1) log s - s
+            val += -np.log(a) - 0.5 * np.log(a) ** 2 + (0.1 - 1) * np.log(a * g) - a * g
+        elif use_prior:
             val += np.log(a) - a + 0.1 * np.log(a * g) - 30 * a * g
         return -val
 

@@ -1114,3 +1114,46 @@ def test_regret_bound_mask_replaces_eval_mask(rng):
         regret.regret_bound(post, post.X, m, cand, 2.0, eval_mask=m)
     with pytest.raises(TypeError, match="candidates"):
         regret.regret_bound(post, post.X, m)
+
+
+def test_fit_with_autogluon_priors_is_a_stationary_point_of_their_objective(rng):
+    """``FitOptions(prior="autogluon")``: the fitted hyperparameters maximise AutoGluon 0.1's
+    MAP objective, written out here in NumPy on the standardised values: the log marginal
+    likelihood of a Matérn-5/2 ARD GP with a scalar mean plus LogNormal(0, 1) on the
+    covariance scale, Gamma(shape 0.1, rate 1) on the noise variance and a flat prior on
+    the lengthscales. Its central-difference gradient in (log a, log lengthscales, log
+    noise, mean) vanishes at the fit, and does not at the fit with Optuna's priors (a
+    different maximiser: the test can fail). Bad ``prior`` values raise, naming it."""
+    n, d = 24, 2
+    X = rng.uniform(size=(n, d))
+    y = np.sin(4 * X[:, 0]) + 0.3 * X[:, 1] ** 2 + 0.05 * rng.normal(size=n)
+    z = (y - y.mean()) / y.std()  # the top set is every row (fraction 1, min_points n)
+
+    def objective(theta):
+        log_a, log_ls, log_s, m = theta[0], theta[1:1 + d], theta[1 + d], theta[2 + d]
+        a, s = np.exp(log_a), np.exp(log_s)
+        K = np_matern52(X, X, a, np.exp(log_ls)) + s * np.eye(n)
+        L = np.linalg.cholesky(K)
+        r = np.linalg.solve(L, z - m)
+        lml = -0.5 * r @ r - np.log(np.diag(L)).sum() - 0.5 * n * np.log(2 * np.pi)
+        return lml - log_a - 0.5 * log_a ** 2 + (0.1 - 1) * log_s - s
+
+    def gradient_at(prior):
+        fb = regret.fit_regret_bound(jax.random.key(0), X, y, candidates=64, fraction=1.0, min_points=n,
+                                     options=regret.FitOptions(prior=prior, fit_steps=300, fit_tol=1e-9,
+                                                               min_noise=1e-9, refine_steps=0))
+        assert bool(fb.ok)
+        p = fb.params
+        theta = np.concatenate([[float(p.log_amplitude)], np.asarray(p.log_lengthscales),
+                                [float(p.log_noise), float(p.mean)]])
+        h = 1e-5
+        return np.array([(objective(theta + h * e) - objective(theta - h * e)) / (2 * h) for e in np.eye(d + 3)])
+
+    # the fit stops once no raw gradient component exceeds fit_tol; central differences of
+    # step 1e-5 on a float64 objective of size ~30 are accurate to ~1e-9; 1e-5 leaves room
+    np.testing.assert_allclose(gradient_at("autogluon"), 0.0, atol=1e-5)
+    assert np.abs(gradient_at("optuna")).max() > 1e-2
+    with pytest.raises(ValueError, match="prior"):
+        regret.fit_regret_bound(jax.random.key(0), X, y, options=regret.FitOptions(prior="gpy"))
+    with pytest.raises(ValueError, match="prior"):
+        regret.replay(jax.random.key(0), X, y, np.ones((n, 3)), options=regret.ReplayOptions(prior=True))

@@ -38,9 +38,13 @@ __all__ = [
     "log_likelihood",
     "scale_parts",
     "lml_profiled_scale",
+    "PRIORS",
     "log_prior",
+    "log_prior_autogluon",
     "log_prior_lengthscales",
     "log_prior_scale",
+    "log_prior_scale_autogluon",
+    "prior_kind",
     "log_prior_warping",
     "raw_size",
     "to_raw",
@@ -183,7 +187,10 @@ def scale_parts(p: GPParams, X, y, mask, fit_mean: bool, use_prior: bool):
     log likelihood is ``-q / (2a) - (n/2) log a - log|C + g I|^(1/2) - (n/2) log 2 pi``;
     its maximiser over ``a`` is ``q / n`` and, with the priors of :func:`log_prior`
     (``log a - a + 0.1 log(a g) - 30 a g``), the positive root of
-    ``(1 + 30 g) a^2 + (n/2 - 1.1) a - q/2 = 0``. The mean ``m`` is ``p.mean`` or, with
+    ``(1 + 30 g) a^2 + (n/2 - 1.1) a - q/2 = 0``; with AutoGluon's priors
+    (``use_prior="autogluon"``, :func:`log_prior_autogluon`) the root of
+    ``q / (2a) - n/2 - 1.9 - log a - a g = 0``, by Newton steps in ``log a``. ``use_prior``
+    is False, True (``"optuna"``) or one of :data:`PRIORS`. The mean ``m`` is ``p.mean`` or, with
     ``fit_mean``, its generalised-least-squares estimate (the same for every ``a``).
     ``log a`` is kept in gp's box ``[-12, 12]`` (``q = 0`` for constant ``y``).
 
@@ -200,7 +207,18 @@ def scale_parts(p: GPParams, X, y, mask, fit_mean: bool, use_prior: bool):
     S = gp_likelihood.conditioned(Cf, mask, ratio + jitter)
     Cinv, mean, r, beta, logdet, n, factor = gp_likelihood.masked_solve(S, y, mask, p.mean, fit_mean)
     q = jnp.dot(r, beta)
-    if use_prior:
+    kind = prior_kind(use_prior)
+    if kind == "autogluon":
+        # the maximiser over u = log a of -q / (2a) - (n/2) u - u - u^2/2 - 0.9 (u + log g) - a g:
+        # its derivative q / (2a) - n/2 - 1.9 - u - a g decreases strictly in u (second
+        # derivative -q / (2a) - 1 - a g < 0), so Newton's method from the no-prior
+        # maximiser log(q / n) converges to the one root; 16 steps reach it to rounding
+        u = jnp.log(jnp.maximum(q / jnp.maximum(n, 1), jnp.finfo(dt).tiny))
+        for _ in range(16):
+            e = jnp.exp(u)
+            u = u - (0.5 * q / e - 0.5 * n - 1.9 - u - e * ratio) / (-0.5 * q / e - 1.0 - e * ratio)
+        a = jnp.exp(u)
+    elif kind == "optuna":
         c = 1 + 30 * ratio
         b = 0.5 * n - 1.1
         root = jnp.sqrt(b * b + 2 * c * q)
@@ -211,8 +229,10 @@ def scale_parts(p: GPParams, X, y, mask, fit_mean: bool, use_prior: bool):
     log_a = jnp.clip(jnp.log(a), -LOG_BOX, LOG_BOX)
     a = jnp.exp(log_a)
     value = -0.5 * q / a - 0.5 * n * log_a - logdet - 0.5 * n * LOG_2PI
-    if use_prior:
+    if kind == "optuna":
         value = value + log_prior_scale(log_a, log_a + p.log_noise)
+    elif kind == "autogluon":
+        value = value + log_prior_scale_autogluon(log_a, log_a + p.log_noise)
     alpha = beta / a
     W = jnp.where(both, (alpha[:, None] * beta[None, :] - Cinv) / a, 0)
     return value, log_a, mean, (a * Cf, H, W, alpha), factor
@@ -243,15 +263,52 @@ def lml_profiled_scale_fwd(p, X, y, mask, fit_mean, use_prior):
 def lml_profiled_scale_bwd(fit_mean, use_prior, res, g):
     dp, d_X, d_y, _ = lml_bwd(res, g[0])
     d_log_ratio = dp.log_noise
-    if use_prior:
+    kind = prior_kind(use_prior)
+    if kind == "optuna":
         p_cov = res[0]
         d_log_ratio = d_log_ratio + g[0] * (0.1 - 30.0 * jnp.exp(p_cov.log_noise))
+    elif kind == "autogluon":
+        p_cov = res[0]
+        d_log_ratio = d_log_ratio + g[0] * (-0.9 - jnp.exp(p_cov.log_noise))
     zero = jnp.zeros_like(dp.log_amplitude)
     d_mean = zero if fit_mean else dp.mean
     return GPParams(zero, dp.log_lengthscales, d_log_ratio, d_mean), d_X, d_y, None
 
 
 lml_profiled_scale.defvjp(lml_profiled_scale_fwd, lml_profiled_scale_bwd)
+
+
+#: The hyperparameter priors of a fit (``use_prior``): ``"optuna"`` (Optuna's GP sampler:
+#: :func:`log_prior`, also ``True``) or ``"autogluon"`` (AutoGluon 0.1's BayesOpt GP, the GP of
+#: the released code of Makarova et al. 2022: :func:`log_prior_autogluon`).
+PRIORS = ("optuna", "autogluon")
+
+
+def prior_kind(use_prior) -> str | None:
+    """``use_prior`` as one of :data:`PRIORS`, or None for no prior (``False`` / ``None``);
+    ``True`` is ``"optuna"``. Raises ``ValueError`` on anything else."""
+    if use_prior is None or use_prior is False:
+        return None
+    if use_prior is True:
+        return "optuna"
+    if use_prior in PRIORS:
+        return use_prior
+    raise ValueError(f"prior must be one of {PRIORS} (or True / False), got {use_prior!r}")
+
+
+def log_prior_autogluon(p: GPParams) -> jax.Array:
+    """AutoGluon 0.1's priors (``gpautograd``: ``kernel/base.py``, ``likelihood.py``), on the
+    hyperparameters' values, unnormalised: LogNormal(0, 1) on the covariance scale
+    (amplitude ``a``: ``-log a - (log a)^2 / 2``), Gamma(shape 0.1, rate 1) on the noise
+    variance ``s`` (``Gamma(mean=0.1, alpha=0.1)``: ``-0.9 log s - s``), and a flat prior on
+    the inverse bandwidths (``Uniform`` in their box). AutoGluon's Normal(0, 1) on the
+    scalar mean is not included: the mean is fitted flat or held, as ``fit_mean`` says."""
+    return log_prior_scale_autogluon(p.log_amplitude, p.log_noise) + log_prior_warping(p)
+
+
+def log_prior_scale_autogluon(log_amplitude, log_noise) -> jax.Array:
+    """LogNormal(0, 1) on the amplitude plus Gamma(0.1, 1) on the noise, unnormalised."""
+    return -log_amplitude - 0.5 * log_amplitude ** 2 - 0.9 * log_noise - jnp.exp(log_noise)
 
 
 def log_prior(p: GPParams) -> jax.Array:
@@ -342,8 +399,11 @@ def objective_profiled_scale(raw, X, y, mask, min_noise, use_prior, fit_mean, me
     p = from_raw(raw, min_noise)._replace(mean=jnp.asarray(mean0, X.dtype))
     U = gp_core.warp_inputs(p, X)
     value, log_a, mean, factor = lml_profiled_scale(gp_core.unwarped(p), U, y, mask, fit_mean, use_prior)
-    if use_prior:
+    kind = prior_kind(use_prior)
+    if kind == "optuna":
         value = value + log_prior_lengthscales(p) + log_prior_warping(p)
+    elif kind == "autogluon":
+        value = value + log_prior_warping(p)  # flat on the lengthscales
     val = -value
     big = jnp.asarray(1e10, val.dtype)
     out = p._replace(log_amplitude=log_a, log_noise=log_a + p.log_noise, mean=mean)
@@ -356,8 +416,11 @@ def objective(raw, X, y, mask, min_noise, use_prior, fit_mean, mean0):
     if not fit_mean:
         p = p._replace(mean=mean0)
     val = -log_likelihood(p, X, y, mask)
-    if use_prior:
+    kind = prior_kind(use_prior)
+    if kind == "optuna":
         val = val - log_prior(p)
+    elif kind == "autogluon":
+        val = val - log_prior_autogluon(p)
     big = jnp.asarray(1e10, val.dtype)
     return jnp.where(jnp.isfinite(val), val, big)
 

@@ -222,7 +222,10 @@ class FitConfig(NamedTuple):
     (:func:`default_params` with ``warping=True``) and ``init_h`` has the side
     :func:`jaxstop._src.gp_fit.raw_size`. The posterior, the bound's candidates and its LCB
     refinement (:func:`jaxstop._src.regret_bound.refine`) all take the raw inputs and
-    warp them with the fitted parameters."""
+    warp them with the fitted parameters.
+
+    ``prior``: the GP's hyperparameter priors, one of :data:`jaxstop._src.gp_fit.PRIORS`
+    (Optuna's, or AutoGluon's: the released code of Makarova et al.)."""
 
     capacity: int
     fraction: float
@@ -237,6 +240,7 @@ class FitConfig(NamedTuple):
     chunk_size: int
     fit_tol: float
     warping: bool = False
+    prior: str = "optuna"
 
 
 def fit_and_bound(key, X, y, avail, init, cand, dim_mask, size, delta, scale, cfg: FitConfig, init_h=None):
@@ -271,7 +275,7 @@ def _fit_and_bound_one(key, X, y, avail, init, cand, dim_mask, size, delta, scal
     _, k_cand = jax.random.split(key)
     params, info, post, H = gp_fit.fit_profiled(Xt, z, tmask, init, cfg.min_noise, steps=cfg.steps,
                                                 fit_mean=cfg.fit_mean, tol=cfg.fit_tol, inv_hessian=init_h,
-                                                warping=cfg.warping)
+                                                warping=cfg.warping, use_prior=cfg.prior)
     n = jnp.sum(avail).astype(jnp.int32)
     t = (n if cfg.beta_t == "evaluations" else top).astype(dt)
     b = regret_bound.beta(jnp.maximum(t, 1), size, delta, scale)

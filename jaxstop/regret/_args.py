@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxstop import gp
-from jaxstop._src import checks as _checks
+from jaxstop._src import checks as _checks, gp_fit
 
 
 def float_param(value, name: str, *, low=0.0, high=None, inclusive_high=True) -> float:
@@ -71,6 +71,13 @@ def no_nan_where(x, mask, name: str) -> None:
         bad = int(np.sum(np.isnan(np.asarray(x)) & np.asarray(mask)))
         if bad:
             raise ValueError(f"{name} has {bad} NaN value(s) on real rows (mask); mask them out or remove them")
+
+
+def prior(value) -> str:
+    """The ``prior`` option, one of :data:`jaxstop._src.gp_fit.PRIORS`, or raises ``ValueError``."""
+    if isinstance(value, str) and value in gp_fit.PRIORS:
+        return value
+    raise ValueError(f"prior must be one of {gp_fit.PRIORS}, got {value!r}")
 
 
 def dim_mask(value, d: int) -> jax.Array:

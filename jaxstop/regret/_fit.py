@@ -151,6 +151,7 @@ def fit_regret_bound(
         refine_starts=_checks.positive_int(opts.refine_starts, "refine_starts"),
         chunk_size=_checks.positive_int(opts.chunk_size, "chunk_size"),
         fit_tol=_checks.nonneg_float(opts.fit_tol, "fit_tol"), warping=warping,
+        prior=_args.prior(opts.prior),
     )
     size = _args.beta_size(opts.beta_size, dim_mask, dt)
     return _fit_regret_bound_jit(key, X, y, mask, init, init_h, cand, dim_mask, size,

@@ -52,6 +52,13 @@ class FitOptions(NamedTuple):
             the LCB refinement descends in the warped coordinates. A warped fit has
             three times the parameters and needs about twice the steps to converge from
             a cold start: raise ``fit_steps`` (e.g. to 40) for a cold fit.
+        prior: The GP's hyperparameter priors (for standardised values), maximised with
+            the likelihood: ``"optuna"`` (Optuna's GP sampler: Gamma(2, 1) on the
+            amplitude, Gamma(1.1, 30) on the noise, a penalty on extreme lengthscales) or
+            ``"autogluon"`` (AutoGluon 0.1's BayesOpt GP, the GP of the released code of
+            Makarova et al., 2022: LogNormal(0, 1) on the amplitude, Gamma(0.1, 1) on the
+            noise, flat lengthscales; its Normal(0, 1) on the mean is left out, the mean is
+            fitted flat as ``fit_mean`` says).
 
     Example:
         >>> from jaxstop import regret
@@ -70,6 +77,7 @@ class FitOptions(NamedTuple):
     delta: float = 0.1
     beta_scale: float = 0.2
     warping: bool = False
+    prior: str = "optuna"
 
 
 class ReplayOptions(NamedTuple):
@@ -126,6 +134,8 @@ class ReplayOptions(NamedTuple):
             ``acq_gp="all"``, the BO's): :class:`FitOptions` ``warping``. With it the
             fits' default steps are doubled (``first_fit_steps`` 60, ``fit_steps`` 12 when
             those are None): a warped fit has three times the parameters.
+        prior: The GPs' hyperparameter priors (the bound's and the BO's):
+            :class:`FitOptions` ``prior``, ``"optuna"`` or ``"autogluon"``.
 
     Example:
         >>> from jaxstop import regret
@@ -161,3 +171,4 @@ class ReplayOptions(NamedTuple):
     acq_gp: str | None = None
     ties: str | None = None
     warping: bool | None = None
+    prior: str | None = None

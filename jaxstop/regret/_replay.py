@@ -121,6 +121,7 @@ class _ReplayConfig(NamedTuple):
     recorded_pi: bool
     acq_all: bool  # fit the BO's GP on every evaluation for EI / PI
     warping: bool = False  # both GPs with a Kumaraswamy input warping
+    prior: str = "optuna"  # both GPs' hyperparameter priors
 
 
 def _segments(T: int, t0: int, lag: int, fraction: float, min_points: int, num_segments: int, acq_all: bool) -> tuple:
@@ -159,7 +160,7 @@ def _replay_row(warm, t, data, cfg: _ReplayConfig, capacity: int, acq_capacity: 
         steps=cfg.fit_steps,
         fit_mean=cfg.fit_mean, min_noise=cfg.min_noise, num_random=cfg.num_candidates,
         refine_steps=cfg.refine_steps, refine_starts=cfg.refine_starts, chunk_size=cfg.chunk_size,
-        fit_tol=cfg.fit_tol, warping=cfg.warping,
+        fit_tol=cfg.fit_tol, warping=cfg.warping, prior=cfg.prior,
     )
     cand = jnp.zeros((0, configs.shape[1]), configs.dtype)
     k_row = jax.random.fold_in(key, t)
@@ -451,7 +452,7 @@ def replay(
         min_noise=_args.float_param(opts.min_noise, "min_noise"),
         chunk_size=_checks.positive_int(opts.chunk_size, "chunk_size"),
         recorded_ei=rec["ei"] is not None, recorded_pi=rec["pi"] is not None, acq_all=acq_all,
-        warping=warping,
+        warping=warping, prior=_args.prior(opts.prior),
     )
     conv_rtol = float(opts.conv_rtol)
     if not conv_rtol >= 0:
