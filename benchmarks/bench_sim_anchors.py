@@ -257,6 +257,8 @@ def synetune_call(values, lengths, num_trials, num_runs):
         from syne_tune.optimizer.baselines import ASHA
     except ImportError as err:
         return None, f"not measured: Syne Tune is not installed ({err}; `pip install -e '.[synetune]'`)"
+    import atexit
+    import shutil
     import tempfile
 
     logging.getLogger("syne_tune").setLevel(logging.ERROR)
@@ -276,7 +278,8 @@ def synetune_call(values, lengths, num_trials, num_runs):
                          fidelity_values=np.arange(1, t + 1), objectives_names=["loss", "elapsed"])
     seeds = iter(range(10**6))
     epochs = []
-    tmp = tempfile.mkdtemp(prefix="bench_synetune_")
+    tmp = tempfile.mkdtemp(prefix="bench_synetune_")  # the tuners' result folders, removed at exit
+    atexit.register(shutil.rmtree, tmp, ignore_errors=True)
 
     def one():
         seed = next(seeds)

@@ -67,7 +67,7 @@ from jax.typing import ArrayLike
 from tinygp import kernels, transforms
 from tinygp.kernels.distance import L2Distance
 
-from jaxstop._src import checks as _checks, gp_core as _core, gp_fit as _gp_fit
+from jaxstop._src import checks as _checks, gp_core as _core, gp_fit as _gp_fit, gp_priors as _gp_priors
 from jaxstop._src.gp_core import GPParams as GPParams
 from jaxstop._src.gp_core import Posterior as Posterior
 from jaxstop._src.gp_core import Prediction as Prediction
@@ -396,7 +396,7 @@ def log_prior(p: GPParams) -> jax.Array:
         >>> round(float(gp.log_prior(gp.params(1.0, [1.0], 0.1))), 5)  # -0.2 - 1 + 0.1 log 0.1 - 3
         -4.43026
     """
-    return _gp_fit.log_prior(_core.check_params(p, None, None, "p"))
+    return _gp_priors.log_prior(_core.check_params(p, None, None, "p"))
 
 
 def fit(

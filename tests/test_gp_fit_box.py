@@ -7,7 +7,7 @@ below lies beyond a face in at least one coordinate, on data whose optimum lies 
 inside the box.
 
 Oracle: a NumPy transcription of the joint negative log posterior (Matérn-5/2 on the
-Kumaraswamy-warped inputs, the priors of gp_fit.log_prior and warping.log_prior), in the
+Kumaraswamy-warped inputs, the priors of gp_priors.log_prior and warping.log_prior), in the
 coordinates psi = (log amplitude, log lengthscale, log noise-to-amplitude ratio, mean, log a,
 log b), minimised by SciPy's L-BFGS-B with the box as bounds. The default fit profiles the
 amplitude and the mean out of the same objective; its minimiser is the joint one.

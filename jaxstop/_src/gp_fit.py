@@ -2,7 +2,7 @@
 
 The log marginal likelihood with its analytic gradient (:func:`lml`, a custom VJP: no
 autodiff through the Cholesky), the same profiled over the amplitude and the constant
-mean (:func:`lml_profiled_scale`), the weak priors (:func:`log_prior`), the raw
+mean (:func:`lml_profiled_scale`) with the priors of :mod:`jaxstop._src.gp_priors`, the raw
 parametrisation (log space, in a box: :func:`raw_box`), and the fits: :func:`fit_profiled`
 (dense BFGS projected onto the box, one objective evaluation per step) and
 :func:`fit_restarts` (several starts, the best wins; optionally an optax optimiser). The
@@ -26,6 +26,8 @@ import jax.numpy as jnp
 import optax
 
 from jaxstop._src import gp_core, gp_likelihood, optim, status, warping
+from jaxstop._src.gp_priors import (log_prior, log_prior_autogluon, log_prior_lengthscales, log_prior_scale,
+                                    log_prior_scale_autogluon, log_prior_warping, prior_kind)
 from jaxstop._src.gp_core import GPParams
 from jaxstop._src.status import Reason
 
@@ -38,14 +40,6 @@ __all__ = [
     "log_likelihood",
     "scale_parts",
     "lml_profiled_scale",
-    "PRIORS",
-    "log_prior",
-    "log_prior_autogluon",
-    "log_prior_lengthscales",
-    "log_prior_scale",
-    "log_prior_scale_autogluon",
-    "prior_kind",
-    "log_prior_warping",
     "raw_size",
     "to_raw",
     "from_raw",
@@ -185,12 +179,13 @@ def scale_parts(p: GPParams, X, y, mask, fit_mean: bool, use_prior: bool):
     correlation and ``g = noise / a``; ``p.log_noise`` holds ``log g`` and
     ``p.log_amplitude`` is ignored. With ``r = y - m`` and ``q = r' (C + g I)^-1 r``, the
     log likelihood is ``-q / (2a) - (n/2) log a - log|C + g I|^(1/2) - (n/2) log 2 pi``;
-    its maximiser over ``a`` is ``q / n`` and, with the priors of :func:`log_prior`
+    its maximiser over ``a`` is ``q / n`` and, with the priors of
+    :func:`~jaxstop._src.gp_priors.log_prior`
     (``log a - a + 0.1 log(a g) - 30 a g``), the positive root of
     ``(1 + 30 g) a^2 + (n/2 - 1.1) a - q/2 = 0``; with AutoGluon's priors
-    (``use_prior="autogluon"``, :func:`log_prior_autogluon`) the root of
+    (``use_prior="autogluon"``, :func:`~jaxstop._src.gp_priors.log_prior_autogluon`) the root of
     ``q / (2a) - n/2 - 1.9 - log a - a g = 0``, by Newton steps in ``log a``. ``use_prior``
-    is False, True (``"optuna"``) or one of :data:`PRIORS`. The mean ``m`` is ``p.mean`` or, with
+    is False, True (``"optuna"``) or one of :data:`jaxstop._src.gp_priors.PRIORS`. The mean ``m`` is ``p.mean`` or, with
     ``fit_mean``, its generalised-least-squares estimate (the same for every ``a``).
     ``log a`` is kept in gp's box ``[-12, 12]`` (``q = 0`` for constant ``y``).
 
@@ -276,71 +271,6 @@ def lml_profiled_scale_bwd(fit_mean, use_prior, res, g):
 
 
 lml_profiled_scale.defvjp(lml_profiled_scale_fwd, lml_profiled_scale_bwd)
-
-
-#: The hyperparameter priors of a fit (``use_prior``): ``"optuna"`` (Optuna's GP sampler:
-#: :func:`log_prior`, also ``True``) or ``"autogluon"`` (AutoGluon 0.1's BayesOpt GP, the GP of
-#: the released code of Makarova et al. 2022: :func:`log_prior_autogluon`).
-PRIORS = ("optuna", "autogluon")
-
-
-def prior_kind(use_prior) -> str | None:
-    """``use_prior`` as one of :data:`PRIORS`, or None for no prior (``False`` / ``None``);
-    ``True`` is ``"optuna"``. Raises ``ValueError`` on anything else."""
-    if use_prior is None or use_prior is False:
-        return None
-    if use_prior is True:
-        return "optuna"
-    if use_prior in PRIORS:
-        return use_prior
-    raise ValueError(f"prior must be one of {PRIORS} (or True / False), got {use_prior!r}")
-
-
-def log_prior_autogluon(p: GPParams) -> jax.Array:
-    """AutoGluon 0.1's priors (``gpautograd``: ``kernel/base.py``, ``likelihood.py``), on the
-    hyperparameters' values, unnormalised: LogNormal(0, 1) on the covariance scale
-    (amplitude ``a``: ``-log a - (log a)^2 / 2``), Gamma(shape 0.1, rate 1) on the noise
-    variance ``s`` (``Gamma(mean=0.1, alpha=0.1)``: ``-0.9 log s - s``), and a flat prior on
-    the inverse bandwidths (``Uniform`` in their box). AutoGluon's Normal(0, 1) on the
-    scalar mean is not included: the mean is fitted flat or held, as ``fit_mean`` says."""
-    return log_prior_scale_autogluon(p.log_amplitude, p.log_noise) + log_prior_warping(p)
-
-
-def log_prior_scale_autogluon(log_amplitude, log_noise) -> jax.Array:
-    """LogNormal(0, 1) on the amplitude plus Gamma(0.1, 1) on the noise, unnormalised."""
-    return -log_amplitude - 0.5 * log_amplitude ** 2 - 0.9 * log_noise - jnp.exp(log_noise)
-
-
-def log_prior(p: GPParams) -> jax.Array:
-    """Weak log-prior on the hyperparameters (for standardised ``y``).
-
-    With ``lam = 1 / lengthscale**2`` per dimension:
-    ``-sum(0.1 / lam + 0.1 * lam) + Gamma(amplitude | 2, 1) + Gamma(noise | 1.1, 30)``
-    (unnormalised), the priors Optuna's GP sampler uses. They keep 1-5 points
-    and constant ``y`` finite; the mean is unpenalised (flat prior). With a warping, plus
-    :func:`log_prior_warping`.
-    """
-    return log_prior_lengthscales(p) + log_prior_scale(p.log_amplitude, p.log_noise) + log_prior_warping(p)
-
-
-def log_prior_warping(p: GPParams) -> jax.Array:
-    """LogNormal(0, 0.75) on every warping parameter (:func:`jaxstop._src.warping.log_prior`);
-    0 without a warping."""
-    if not p.warped:
-        return jnp.zeros((), p.log_amplitude.dtype)
-    return warping.log_prior(p.log_warp_a, p.log_warp_b)
-
-
-def log_prior_lengthscales(p: GPParams) -> jax.Array:
-    lam = jnp.exp(-2 * p.log_lengthscales)
-    return -jnp.sum(0.1 / lam + 0.1 * lam)
-
-
-def log_prior_scale(log_amplitude, log_noise) -> jax.Array:
-    """Gamma(amplitude | 2, 1) + Gamma(noise | 1.1, 30), unnormalised."""
-    amp_term = (2.0 - 1.0) * log_amplitude - 1.0 * jnp.exp(log_amplitude)
-    noise_term = (1.1 - 1.0) * log_noise - 30.0 * jnp.exp(log_noise)
-    return amp_term + noise_term
 
 
 def raw_size(d: int, warping: bool = False) -> int:

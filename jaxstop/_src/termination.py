@@ -224,7 +224,7 @@ class FitConfig(NamedTuple):
     refinement (:func:`jaxstop._src.regret_bound.refine`) all take the raw inputs and
     warp them with the fitted parameters.
 
-    ``prior``: the GP's hyperparameter priors, one of :data:`jaxstop._src.gp_fit.PRIORS`
+    ``prior``: the GP's hyperparameter priors, one of :data:`jaxstop._src.gp_priors.PRIORS`
     (Optuna's, or AutoGluon's: the released code of Makarova et al.)."""
 
     capacity: int

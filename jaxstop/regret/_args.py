@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxstop import gp
-from jaxstop._src import checks as _checks, gp_fit
+from jaxstop._src import checks as _checks, gp_priors
 
 
 def float_param(value, name: str, *, low=0.0, high=None, inclusive_high=True) -> float:
@@ -74,10 +74,10 @@ def no_nan_where(x, mask, name: str) -> None:
 
 
 def prior(value) -> str:
-    """The ``prior`` option, one of :data:`jaxstop._src.gp_fit.PRIORS`, or raises ``ValueError``."""
-    if isinstance(value, str) and value in gp_fit.PRIORS:
+    """The ``prior`` option, one of :data:`jaxstop._src.gp_priors.PRIORS`, or raises ``ValueError``."""
+    if isinstance(value, str) and value in gp_priors.PRIORS:
         return value
-    raise ValueError(f"prior must be one of {gp_fit.PRIORS}, got {value!r}")
+    raise ValueError(f"prior must be one of {gp_priors.PRIORS}, got {value!r}")
 
 
 def dim_mask(value, d: int) -> jax.Array:

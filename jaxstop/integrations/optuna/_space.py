@@ -289,8 +289,9 @@ class IncrementalEncoder:
             present = np.concatenate([self._present, new_present])
             values = np.concatenate([self._values, new_values])
             old = self._enc
-            if _conditional(space, present) == _conditional(space, self._present):
-                X_new, _ = _rows(space, new_present, new_values, _conditional(space, present))
+            layout = _conditional(space, present)
+            if layout == _conditional(space, self._present):
+                X_new, _ = _rows(space, new_present, new_values, layout)
                 for row in map(tuple, new_present.tolist()):
                     self._counts[row] = self._counts.get(row, 0) + 1
                 enc = Encoding(space, old.columns, np.concatenate([old.X, X_new]), *self._patterns(len(space)))
