@@ -45,6 +45,7 @@ __all__ = [
     "from_raw",
     "raw_box",
     "clip_raw",
+    "perturbed_starts",
     "objective_profiled_scale",
     "objective",
     "fit_profiled",
@@ -311,6 +312,49 @@ def clip_raw(raw: GPParams) -> GPParams:
     def clip(x, lo, hi):
         return jnp.where((x >= lo) & (x <= hi), x, jnp.clip(x, lo, hi))
     return jax.tree_util.tree_map(clip, raw, *raw_box(raw))
+
+
+def perturbed_starts(key, init: GPParams, num: int, dim_mask, std: float = 1.0) -> GPParams:
+    """``num`` starts of a fit with a leading axis: ``init`` first, then ``num - 1`` copies
+    with independent N(0, ``std``^2) draws added to the log lengthscales of the real
+    dimensions (``dim_mask``), the log noise and, with a warping, the real dimensions'
+    ``log a`` and ``log b``, clipped to the box (:func:`raw_box`; the log noise to its
+    lower face above ``min_noise``). AutoGluon 0.1's restarts of its GP fit
+    (``gpautograd/optimization_utils.py``: the initial values plus N(0, 1) in the
+    optimiser's coordinates, clipped to the bounds; the first start is the initial values).
+    The amplitude and the mean are not drawn: :func:`fit_profiled` profiles the amplitude
+    out (and the mean with ``fit_mean``, or holds it). Padded dimensions keep ``init``'s
+    values, where the priors' gradients are 0.
+
+    Example:
+        >>> import jax, jax.numpy as jnp
+        >>> p = gp_core.default_init(2, jnp.float32)
+        >>> s = perturbed_starts(jax.random.key(0), p, 4, jnp.array([True, False]))
+        >>> s.log_lengthscales.shape, bool(jnp.all(s.log_lengthscales[:, 1] == p.log_lengthscales[1]))
+        ((4, 2), True)
+    """
+    dt = init.log_noise.dtype
+    r = num - 1
+    lo, hi = raw_box(init)
+    keys = jax.random.split(key, 4)
+
+    def draw(k, a, real, lo_, hi_):
+        a = jnp.asarray(a, dt)
+        z = std * jax.random.normal(k, (r,) + a.shape, dt)
+        real = jnp.broadcast_to(jnp.asarray(real), a.shape)[None]
+        moved = jnp.clip(a[None] + jnp.where(real, z, 0), lo_[None], hi_[None])
+        return jnp.concatenate([a[None], moved])
+
+    def same(a):
+        return None if a is None else jnp.broadcast_to(jnp.asarray(a, dt), (num,) + jnp.shape(a))
+
+    out = GPParams(same(init.log_amplitude),
+                   draw(keys[0], init.log_lengthscales, dim_mask, lo.log_lengthscales, hi.log_lengthscales),
+                   draw(keys[1], init.log_noise, True, lo.log_noise, hi.log_noise), same(init.mean))
+    if init.warped:
+        out = out._replace(log_warp_a=draw(keys[2], init.log_warp_a, dim_mask, lo.log_warp_a, hi.log_warp_a),
+                           log_warp_b=draw(keys[3], init.log_warp_b, dim_mask, lo.log_warp_b, hi.log_warp_b))
+    return out
 
 
 def objective_profiled_scale(raw, X, y, mask, min_noise, use_prior, fit_mean, mean0):

@@ -19,6 +19,7 @@ from jaxstop._src.gp_core import GPParams
 
 __all__ = [
     "PRIORS",
+    "START",
     "prior_kind",
     "log_prior",
     "log_prior_autogluon",
@@ -33,6 +34,13 @@ __all__ = [
 #: :func:`log_prior`, also ``True``) or ``"autogluon"`` (AutoGluon 0.1's BayesOpt GP, the GP of
 #: the released code of Makarova et al. 2022: :func:`log_prior_autogluon`).
 PRIORS = ("optuna", "autogluon")
+
+#: Where each prior's fit starts by default, as ``(amplitude, lengthscale, noise variance,
+#: mean)`` on the standardised scale, or None for jaxstop's own start
+#: (:func:`jaxstop._src.gp_core.default_init`: 1, 0.5, 1e-2, 0). ``"autogluon"``: the initial
+#: values of AutoGluon 0.1's GP (``gpautograd``: covariance scale 1, inverse bandwidths 1,
+#: noise variance 1e-3, mean 0), where the released code of Makarova et al. starts every fit.
+START = {"optuna": None, "autogluon": (1.0, 1.0, 1e-3, 0.0)}
 
 
 def prior_kind(use_prior) -> str | None:

@@ -29,7 +29,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxstop._src import batching, checks, gp_core, gp_fit, regret_bound, status
+from jaxstop._src import batching, checks, gp_core, gp_fit, gp_priors, optim, regret_bound, status
 from jaxstop._src.regret_bound import RegretBound
 from jaxstop._src.warping import PRIOR_MODE
 from jaxstop._src.status import Reason
@@ -139,29 +139,39 @@ def acquisition_config(cfg: FitConfig, capacity: int) -> FitConfig:
     return cfg._replace(capacity=capacity, fraction=1.0, min_points=1, refine_steps=0)
 
 
-def default_params(d: int, dim_mask, dtype, warping: bool = False) -> gp_core.GPParams:
-    """gp's default start (:func:`jaxstop._src.gp_core.default_init`); padded dimensions get
-    lengthscale 1, where the prior's gradient is exactly 0, so they never move (and never
-    couple into the quasi-Newton steps). With ``warping`` (static) the real dimensions
-    start at the identity warping ``a = b = 1`` and the padded ones at the maximiser of
-    the warping prior, ``log a = log b = -0.75^2``
-    (:data:`jaxstop._src.warping.PRIOR_MODE`), where its gradient is 0 likewise (their
-    input column is constant, so the likelihood does not depend on them).
+def default_params(d: int, dim_mask, dtype, warping: bool = False, prior: str = "optuna") -> gp_core.GPParams:
+    """The fit's default start under ``prior`` (:data:`jaxstop._src.gp_priors.START`: gp's
+    own, :func:`jaxstop._src.gp_core.default_init`, for ``"optuna"``; AutoGluon 0.1's initial
+    values for ``"autogluon"``); padded dimensions get lengthscale 1, where the prior's
+    gradient is exactly 0, so they never move (and never couple into the quasi-Newton
+    steps). With ``warping`` (static) the real dimensions start at the identity warping
+    ``a = b = 1`` and the padded ones at the maximiser of the warping prior,
+    ``log a = log b = -0.75^2`` (:data:`jaxstop._src.warping.PRIOR_MODE`), where its
+    gradient is 0 likewise (their input column is constant, so the likelihood does not
+    depend on them).
 
     Example:
         >>> import jax.numpy as jnp
         >>> p = default_params(2, jnp.array([True, False]), jnp.float32, warping=True)
         >>> p.log_lengthscales.tolist(), p.log_warp_a.tolist()
         ([-0.6931471824645996, 0.0], [0.0, -0.5625])
+        >>> q = default_params(2, jnp.array([True, True]), jnp.float32, prior="autogluon")
+        >>> round(float(jnp.exp(q.log_noise)), 6), q.log_lengthscales.tolist()
+        (0.001, [0.0, 0.0])
     """
     p = gp_core.default_init(d, dtype, warping)
+    start = gp_priors.START[prior]
+    if start is not None:
+        amp, ls, noise, mean = start
+        p = p._replace(log_amplitude=jnp.asarray(math.log(amp), dtype),
+                       log_lengthscales=jnp.full((d,), math.log(ls), dtype),
+                       log_noise=jnp.asarray(math.log(noise), dtype), mean=jnp.asarray(mean, dtype))
     p = p._replace(log_lengthscales=jnp.where(dim_mask, p.log_lengthscales, 0))
     if warping:
         mode = jnp.asarray(PRIOR_MODE, dtype)
         p = p._replace(log_warp_a=jnp.where(dim_mask, p.log_warp_a, mode),
                        log_warp_b=jnp.where(dim_mask, p.log_warp_b, mode))
     return p
-
 
 
 class FittedBound(NamedTuple):
@@ -225,7 +235,11 @@ class FitConfig(NamedTuple):
     warp them with the fitted parameters.
 
     ``prior``: the GP's hyperparameter priors, one of :data:`jaxstop._src.gp_priors.PRIORS`
-    (Optuna's, or AutoGluon's: the released code of Makarova et al.)."""
+    (Optuna's, or AutoGluon's: the released code of Makarova et al.).
+
+    ``num_starts``: the fit runs from ``init`` and ``num_starts - 1`` random perturbations of
+    it (:func:`jaxstop._src.gp_fit.perturbed_starts`) and keeps the best objective
+    (:func:`jaxstop._src.optim.multistart`; ``FitInfo.restart`` says which)."""
 
     capacity: int
     fraction: float
@@ -241,6 +255,7 @@ class FitConfig(NamedTuple):
     fit_tol: float
     warping: bool = False
     prior: str = "optuna"
+    num_starts: int = 1
 
 
 def fit_and_bound(key, X, y, avail, init, cand, dim_mask, size, delta, scale, cfg: FitConfig, init_h=None):
@@ -272,10 +287,24 @@ def _fit_and_bound_one(key, X, y, avail, init, cand, dim_mask, size, delta, scal
     avail = avail & finite_rows
     X, y = checks.inert_rows(X, avail, 0), checks.inert_rows(y, avail, 0)
     order, tmask, top, Xt, z, mean, std = standardized_top(X, y, avail, cfg.capacity, cfg.fraction, cfg.min_points)
-    _, k_cand = jax.random.split(key)
-    params, info, post, H = gp_fit.fit_profiled(Xt, z, tmask, init, cfg.min_noise, steps=cfg.steps,
-                                                fit_mean=cfg.fit_mean, tol=cfg.fit_tol, inv_hessian=init_h,
-                                                warping=cfg.warping, use_prior=cfg.prior)
+    k_start, k_cand = jax.random.split(key)
+    fit = partial(gp_fit.fit_profiled, Xt, z, tmask, min_noise=cfg.min_noise, steps=cfg.steps, fit_mean=cfg.fit_mean,
+                  tol=cfg.fit_tol, warping=cfg.warping, use_prior=cfg.prior)
+    if cfg.num_starts > 1:
+        starts = gp_fit.perturbed_starts(k_start, init, cfg.num_starts, dim_mask)
+        # the given curvature goes with the given start; the perturbed ones start without
+        r = gp_fit.raw_size(X.shape[1], cfg.warping)
+        h0 = jnp.zeros((r, r), dt) if init_h is None else init_h
+        hs = jnp.concatenate([h0[None], jnp.zeros((cfg.num_starts - 1, r, r), dt)])
+
+        def run(start_h):
+            p, inf, post_, H_ = fit(init=start_h[0], inv_hessian=start_h[1])
+            return p, jnp.where(inf.ok, inf.objective, jnp.inf), (inf, post_, H_)
+
+        params, _, (info, post, H), best, _ = optim.multistart(run, (starts, hs))
+        info = info._replace(restart=best.astype(info.restart.dtype))
+    else:
+        params, info, post, H = fit(init=init, inv_hessian=init_h)
     n = jnp.sum(avail).astype(jnp.int32)
     t = (n if cfg.beta_t == "evaluations" else top).astype(dt)
     b = regret_bound.beta(jnp.maximum(t, 1), size, delta, scale)

@@ -80,6 +80,13 @@ def prior(value) -> str:
     raise ValueError(f"prior must be one of {gp_priors.PRIORS}, got {value!r}")
 
 
+def flag(value, name: str) -> bool:
+    """A bool option, or raises ``TypeError`` naming it."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    raise TypeError(f"{name} must be a bool, got {value!r}")
+
+
 def dim_mask(value, d: int) -> jax.Array:
     """The ``dim_mask`` argument as a (d,) bool array (default all)."""
     return _checks.mask_array(value, (d,), "dim_mask")

@@ -141,7 +141,8 @@ def fit_regret_bound(
     if not isinstance(opts.warping, (bool, np.bool_)):
         raise TypeError(f"options.warping must be a bool, got {opts.warping!r}")
     warping = bool(opts.warping)
-    init = _init(init, d, dim_mask, dt, warping)
+    prior = _args.prior(opts.prior)
+    init = _init(init, d, dim_mask, dt, warping, prior)
     init_h = _inv_hessian(init_inv_hessian, d, dt, warping)
     cfg = termination.FitConfig(
         capacity=termination.top_capacity(n, fraction, min_points), fraction=fraction, min_points=min_points,
@@ -151,18 +152,18 @@ def fit_regret_bound(
         refine_starts=_checks.positive_int(opts.refine_starts, "refine_starts"),
         chunk_size=_checks.positive_int(opts.chunk_size, "chunk_size"),
         fit_tol=_checks.nonneg_float(opts.fit_tol, "fit_tol"), warping=warping,
-        prior=_args.prior(opts.prior),
+        prior=prior, num_starts=_checks.positive_int(opts.num_starts, "options.num_starts"),
     )
     size = _args.beta_size(opts.beta_size, dim_mask, dt)
     return _fit_regret_bound_jit(key, X, y, mask, init, init_h, cand, dim_mask, size,
                                  np.asarray(delta, dt), np.asarray(beta_scale, dt), cfg=cfg)
 
 
-def _init(init, d: int, dim_mask, dtype, warping: bool):
-    """The fit's start: the default (:func:`jaxstop._src.termination.default_params`), or
-    ``init`` checked; with ``warping``, an ``init`` without one gets the default's warping."""
+def _init(init, d: int, dim_mask, dtype, warping: bool, prior: str):
+    """The fit's start: the prior's default (:func:`jaxstop._src.termination.default_params`),
+    or ``init`` checked; with ``warping``, an ``init`` without one gets the default's warping."""
     if init is None:
-        return termination.default_params(d, dim_mask, dtype, warping)
+        return termination.default_params(d, dim_mask, dtype, warping, prior)
     init = gp_core.check_params(init, d, dtype, name="init")
     if init.warped and not warping:
         raise ValueError("init carries an input warping (log_warp_a, log_warp_b) but options.warping is False; "

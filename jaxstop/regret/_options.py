@@ -58,7 +58,13 @@ class FitOptions(NamedTuple):
             ``"autogluon"`` (AutoGluon 0.1's BayesOpt GP, the GP of the released code of
             Makarova et al., 2022: LogNormal(0, 1) on the amplitude, Gamma(0.1, 1) on the
             noise, flat lengthscales; its Normal(0, 1) on the mean is left out, the mean is
-            fitted flat as ``fit_mean`` says).
+            fitted flat as ``fit_mean`` says). The default ``init`` is the prior's start:
+            gp's own for ``"optuna"``, AutoGluon's initial values (noise variance 1e-3,
+            lengthscales 1) for ``"autogluon"``.
+        num_starts: Starts of the GP fit: ``init`` and ``num_starts - 1`` random
+            perturbations of it (N(0, 1) on its log lengthscales and log noise, clipped to
+            the box: AutoGluon 0.1's restarts, 5 in the authors' code); the best objective
+            wins and ``fit_info.restart`` says which. Each start costs a fit.
 
     Example:
         >>> from jaxstop import regret
@@ -78,6 +84,7 @@ class FitOptions(NamedTuple):
     beta_scale: float = 0.2
     warping: bool = False
     prior: str = "optuna"
+    num_starts: int = 1
 
 
 class ReplayOptions(NamedTuple):
@@ -135,7 +142,19 @@ class ReplayOptions(NamedTuple):
             fits' default steps are doubled (``first_fit_steps`` 60, ``fit_steps`` 12 when
             those are None): a warped fit has three times the parameters.
         prior: The GPs' hyperparameter priors (the bound's and the BO's):
-            :class:`FitOptions` ``prior``, ``"optuna"`` or ``"autogluon"``.
+            :class:`FitOptions` ``prior``, ``"optuna"`` or ``"autogluon"``; the first
+            row's fits (every row's with ``warm_start=False``) start at the prior's start.
+        warm_start: Each row's fits start from the previous row's hyperparameters and
+            curvature with ``fit_steps`` steps (True; jaxstop's replay), or every row is
+            fitted afresh from the prior's start with ``first_fit_steps`` steps (False:
+            the authors' code, which builds a new GP at every iteration,
+            ``src/enhanced_gp.py`` ``EnhancedGP.fit``). Cold rows cost
+            ``first_fit_steps / fit_steps`` times more.
+        num_starts: Starts of every fit (:class:`FitOptions` ``num_starts``): with
+            ``warm_start=False, num_starts=5, prior="autogluon"`` each row's bound is fitted
+            as the authors' code fits it (AutoGluon 0.1's ``DEFAULT_OPTIMIZATION_CONFIG``:
+            5 starts), up to the optimiser (their L-BFGS-B to ``tol = 1e-6``, at most 500
+            iterations; here ``first_fit_steps`` quasi-Newton steps to ``fit_tol``).
 
     Example:
         >>> from jaxstop import regret
@@ -172,3 +191,5 @@ class ReplayOptions(NamedTuple):
     ties: str | None = None
     warping: bool | None = None
     prior: str | None = None
+    warm_start: bool = True
+    num_starts: int = 1

@@ -122,6 +122,8 @@ class _ReplayConfig(NamedTuple):
     acq_all: bool  # fit the BO's GP on every evaluation for EI / PI
     warping: bool = False  # both GPs with a Kumaraswamy input warping
     prior: str = "optuna"  # both GPs' hyperparameter priors
+    warm_start: bool = True  # False: every row fitted afresh from the prior's start
+    num_starts: int = 1  # starts of every fit
 
 
 def _segments(T: int, t0: int, lag: int, fraction: float, min_points: int, num_segments: int, acq_all: bool) -> tuple:
@@ -148,6 +150,12 @@ def _segments(T: int, t0: int, lag: int, fraction: float, min_points: int, num_s
     return tuple(merged)
 
 
+def _start(d: int, dim_mask, dtype, cfg: _ReplayConfig) -> tuple:
+    """``(params, inv_hessian)`` of a cold fit: the prior's start, no curvature (zeros)."""
+    r = gp_fit.raw_size(d, cfg.warping)
+    return termination.default_params(d, dim_mask, dtype, cfg.warping, cfg.prior), jnp.zeros((r, r), dtype)
+
+
 def _replay_row(warm, t, data, cfg: _ReplayConfig, capacity: int, acq_capacity: int):
     """One row of the replay: the bound after the evaluations of row ``t`` and the EI / PI
     maxima; ``warm`` is the previous row's ``(params, inv_hessian)`` of the bound's GP
@@ -157,11 +165,13 @@ def _replay_row(warm, t, data, cfg: _ReplayConfig, capacity: int, acq_capacity: 
     avail = avail0 & (jnp.arange(T) < t + 1 - cfg.lag)
     fcfg = termination.FitConfig(
         capacity=capacity, fraction=cfg.fraction, min_points=cfg.min_points, beta_t=cfg.beta_t,
-        steps=cfg.fit_steps,
+        steps=cfg.fit_steps if cfg.warm_start else cfg.first_fit_steps,
         fit_mean=cfg.fit_mean, min_noise=cfg.min_noise, num_random=cfg.num_candidates,
         refine_steps=cfg.refine_steps, refine_starts=cfg.refine_starts, chunk_size=cfg.chunk_size,
-        fit_tol=cfg.fit_tol, warping=cfg.warping, prior=cfg.prior,
+        fit_tol=cfg.fit_tol, warping=cfg.warping, prior=cfg.prior, num_starts=cfg.num_starts,
     )
+    if not cfg.warm_start:  # every row afresh: the prior's start, no curvature
+        warm = _start(configs.shape[1], dim_mask, values.dtype, cfg) * 2
     cand = jnp.zeros((0, configs.shape[1]), configs.dtype)
     k_row = jax.random.fold_in(key, t)
 
@@ -219,10 +229,7 @@ def _replay_impl(key, configs, values, fold_scores, mask, fold_mask, dim_mask, e
     # The fit sees every real row: a non-finite value there (traced input) is reported by
     # its status (Reason.BAD_INPUT), not silently dropped.
     data = (configs, values, mask, dim_mask, key, size, delta, scale)
-    d = configs.shape[1]
-    r = gp_fit.raw_size(d, cfg.warping)
-    start = (termination.default_params(d, dim_mask, dt, cfg.warping), jnp.zeros((r, r), dt))  # zeros: no curvature
-    fit_state = start + start  # the bound's GP, the BO's GP
+    fit_state = _start(configs.shape[1], dim_mask, dt, cfg) * 2  # the bound's GP, the BO's GP
     inf = jnp.asarray(jnp.inf, dt)
     outs = [(jnp.full((cfg.t0,), inf), jnp.full((cfg.t0,), inf), jnp.full((cfg.t0,), -inf),
              jnp.full((cfg.t0,), inf), jnp.full((cfg.t0,), inf), jnp.zeros((cfg.t0,), jnp.int32),
@@ -232,7 +239,7 @@ def _replay_impl(key, configs, values, fold_scores, mask, fold_mask, dim_mask, e
         if j == 0:
             # Cold start: the first row is fitted ceil(first_fit_steps / fit_steps) times
             # in a row (the same compiled body as every other row); its last pass counts.
-            warm = -(-cfg.first_fit_steps // cfg.fit_steps) - 1
+            warm = -(-cfg.first_fit_steps // cfg.fit_steps) - 1 if cfg.warm_start else 0
             ts = jnp.concatenate([jnp.full((warm,), start, jnp.int32), ts])
         body = partial(_replay_row, data=data, cfg=cfg, capacity=cap, acq_capacity=acq_cap)
         if python_loop:
@@ -453,6 +460,8 @@ def replay(
         chunk_size=_checks.positive_int(opts.chunk_size, "chunk_size"),
         recorded_ei=rec["ei"] is not None, recorded_pi=rec["pi"] is not None, acq_all=acq_all,
         warping=warping, prior=_args.prior(opts.prior),
+        warm_start=_args.flag(opts.warm_start, "warm_start"),
+        num_starts=_checks.positive_int(opts.num_starts, "num_starts"),
     )
     conv_rtol = float(opts.conv_rtol)
     if not conv_rtol >= 0:
