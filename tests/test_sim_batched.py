@@ -245,3 +245,57 @@ def test_studies_ending_at_different_steps_do_not_depend_on_their_batch(batch):
         assert np.asarray(alone.spent)[:n].tolist() == np.cumsum([1 + c % 3 for c in configs[:n]]).tolist()
     pair = jax.vmap(lambda k: sim.run(policy, table, k, max_jobs=12))(keys[:2])
     assert leaves_equal(jax.tree_util.tree_map(lambda a: a[1], pair), jax.tree_util.tree_map(lambda a: a[1], runs)) == []
+
+
+def _reporting_policy(state_floats: int):
+    """A toy one-job policy with a per-epoch ``report`` that writes each epoch into a state
+    array of ``state_floats`` entries and stops a job at a key-drawn epoch (2..8): studies
+    of a vmapped batch train their jobs for different numbers of epochs."""
+    from jaxstop.policies import Info, Limits, build_policy, make_job
+
+    def init(cfg, key, params):
+        return {"n": jnp.zeros((), jnp.int32), "stop_at": jax.random.randint(key, (), 2, 9),
+                "seen": jnp.zeros((state_floats,), jnp.float32)}
+
+    def ask(cfg, key, state, params):
+        return make_job(state["n"] % 5, jnp.zeros((0,)), T), state
+
+    def report(cfg, state, job, epoch, value, params):
+        # one count per study's epoch (a batched epoch counts its members)
+        jax.debug.callback(lambda e: calls.append(np.size(e)), epoch)
+        seen = state["seen"].at[(state["n"] * T + epoch) % state_floats].set(value)
+        return {**state, "seen": seen}, epoch >= state["stop_at"]
+
+    def tell(cfg, state, job, result, params):
+        n = state["n"] + 1
+        return {**state, "n": n}, Info(n >= 3, job.config)
+
+    calls = []
+    policy = build_policy(("reporting", state_floats), init=init, ask=ask, report=report, tell=tell,
+                          limits=Limits(5, 3, None))
+    return policy, calls
+
+
+@pytest.mark.parametrize("state_floats", [64, 2 * sim._run.ALONE_STATE_BYTES // 4])
+def test_each_study_trains_its_job_alone_when_its_state_is_large(state_floats):
+    """Under vmap a study's job runs the epochs it trains: with a state above
+    ``ALONE_STATE_BYTES`` each study trains on its own, so ``report`` runs exactly the
+    epochs the studies trained (their sum); a small state trains in lockstep, every epoch
+    until the batch's longest job ends. Either way each study equals the study run alone
+    (table lookups and writes only: bit for bit)."""
+    v, _ = curves(7)
+    table = sim.CurveTable(jnp.asarray(v[:5], jnp.float32))
+    policy, calls = _reporting_policy(state_floats)
+    keys = jax.random.split(jax.random.key(4), 4)
+    runs = jax.jit(jax.vmap(lambda k: sim.run(policy, table, k, max_jobs=3)))(keys)
+    jax.effects_barrier()
+    epochs = np.asarray(runs.results.epoch) - np.asarray(runs.jobs.start)
+    assert len(set(epochs[:, 0].tolist())) > 1  # the studies' jobs do differ in length
+    trained = int(np.sum(np.where(np.asarray(runs.active), epochs, 0)))
+    if state_floats * 4 > sim._run.ALONE_STATE_BYTES:
+        assert sum(calls) == trained
+    else:
+        assert sum(calls) > trained
+    for i, k in enumerate(keys):
+        alone = sim.run(policy, table, k, max_jobs=3)
+        assert leaves_equal(alone, jax.tree_util.tree_map(lambda a: a[i], runs)) == []

@@ -184,7 +184,9 @@ def grouped_on_cpu(fn: Callable, size: int) -> Callable:
             group = max(g for g in range(1, min(size, axis_size) + 1) if axis_size % g == 0)
 
             def grouped(*batched):
-                return jax.lax.map(one, batched, batch_size=group)
+                # groups of one: a plain map, each study unbatched (lax.map's batch_size
+                # would vmap a group of one, and a loop inside then selects its carry)
+                return jax.lax.map(one, batched, batch_size=None if group == 1 else group)
 
             def vectorised(*batched):
                 return jax.vmap(one)(batched)

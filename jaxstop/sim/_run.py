@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxstop._src import checks as _checks
+from jaxstop._src import batching
 from jaxstop._src.batching import any_in_batch
 from jaxstop.policies import Job, Policy, Result
 
@@ -200,8 +201,26 @@ def check_table(table: CurveTable) -> CurveTable:
     return CurveTable(values, mask, test, configs)
 
 
-def _evaluate(policy: Policy, table: CurveTable, lengths, job: Job, state, params):
-    """Trains ``job`` against the table: per-epoch ``report`` calls, early exit."""
+#: A policy state larger than this (bytes per study) trains each study's job on its own under
+#: ``vmap`` (see :func:`_evaluate`).
+ALONE_STATE_BYTES = 1 << 16
+
+
+def _state_bytes(state) -> int:
+    return sum(int(a.size) * a.dtype.itemsize for a in jax.tree_util.tree_leaves(state))
+
+
+def _evaluate(policy: Policy, table: CurveTable, lengths, job: Job, state, params, run=True):
+    """Trains ``job`` against the table: per-epoch ``report`` calls, early exit; nothing
+    when ``run`` is False (a finished study).
+
+    Under ``vmap`` the studies' epochs run in lockstep: every epoch until the batch's
+    longest job ends, and each selects every study's whole state (finished jobs keep
+    theirs). That pays for small states (the UQ halving policies: a few KB). A state
+    above :data:`ALONE_STATE_BYTES` (BO-BOS holds its BOS decision table, about 220 KB on
+    a 100-epoch table) trains each study's job on its own instead, one after the other on
+    CPU (:func:`jaxstop._src.batching.grouped_on_cpu` with groups of one), vectorised on
+    other platforms. Values are the same either way (the same per-study program)."""
     num_configs = table.values.shape[0]
     c = jnp.clip(job.config, 0, num_configs - 1)
     row = table.values[c]
@@ -210,18 +229,24 @@ def _evaluate(policy: Policy, table: CurveTable, lengths, job: Job, state, param
     if policy.report is None:
         return Result(row[end - 1], end, jnp.asarray(False)), state
 
-    def cond(carry):
-        e, stopped, _, _ = carry
-        return (e < end) & ~stopped
+    def train(row, start, end, state, job, params):
+        def cond(carry):
+            e, stopped, _, _ = carry
+            return (e < end) & ~stopped
 
-    def body(carry):
-        e, _, state, _ = carry
-        value = row[e]
-        state, stop = policy.report(state, job, e + 1, value, params)
-        return e + 1, jnp.asarray(stop, bool), state, value
+        def body(carry):
+            e, _, state, _ = carry
+            value = row[e]
+            state, stop = policy.report(state, job, e + 1, value, params)
+            return e + 1, jnp.asarray(stop, bool), state, value
 
-    init = (start, jnp.asarray(False), state, row[jnp.maximum(start - 1, 0)])
-    epoch, stopped, state, value = jax.lax.while_loop(cond, body, init)
+        init = (start, jnp.asarray(False), state, row[jnp.maximum(start - 1, 0)])
+        return jax.lax.while_loop(cond, body, init)
+
+    stop_at = jnp.where(run, end, start)
+    if _state_bytes(state) > ALONE_STATE_BYTES:
+        train = batching.grouped_on_cpu(train, 1)
+    epoch, stopped, state, value = train(row, start, stop_at, state, job, params)
     return Result(value, epoch.astype(jnp.int32), stopped), state
 
 
@@ -284,14 +309,14 @@ def _run(policy: Policy, table: CurveTable, key, params, max_jobs: int, batched:
     if batched and policy.limits.max_batches is not None:
         steps = min(steps, policy.limits.max_batches)
 
-    def play(state, k):
+    def play(state, k, run):
         """One loop iteration: ``width`` job slots, their ``active`` mask, one info."""
         if batched:
             jobs, act, state = policy.ask_batch(k, state, params)
             results = jax.vmap(lambda j: _lookup(table, lengths, j, policy.history))(jobs)
             return jobs, act, results, state
         job, state = policy.ask(k, state, params)
-        result, state = _evaluate(policy, table, lengths, job, state, params)
+        result, state = _evaluate(policy, table, lengths, job, state, params, run)
         add = lambda t: jax.tree_util.tree_map(lambda a: a[None], t)  # noqa: E731
         return add(job), jnp.ones((1,), bool), add(result), state
 
@@ -308,7 +333,7 @@ def _run(policy: Policy, table: CurveTable, key, params, max_jobs: int, batched:
     def live(c: _Carry, k):
         """One iteration of a running study: its carry and its slots (jobs, results, infos,
         active)."""
-        jobs, act, results, state = play(c.state, k)
+        jobs, act, results, state = play(c.state, k, running(c))
         # never run more than max_jobs jobs: later slots of a batch stay un-run
         pos = c.n + jnp.cumsum(act.astype(jnp.int32)) - 1
         act = act & (pos < max_jobs)
