@@ -151,8 +151,8 @@ def test_lml_gradient_matches_finite_differences(rng):
 def test_scale_profile_is_the_maximum_over_the_amplitude(rng, use_prior, fit_mean):
     """Amplitude (and mean) profiled out, covariance a (C + g I): value, a* and m* against
     SciPy's maximisation of the NumPy oracle (+ the amplitude and noise priors: Optuna's,
-    or AutoGluon's LogNormal(0, 1) on a and Gamma(0.1, 1) on the noise a g, written out
-    here) over log a (and m) at fixed lengthscales and ratio g; the gradient in (log
+    or AutoGluon's LogNormal(0, 1) on a, Gamma(0.1, 1) on the noise a g and Normal(0, 1)
+    on m, written out here) over log a (and m) at fixed lengthscales and ratio g; the gradient in (log
     lengthscales, log g) against central differences of that maximum; padded rows change
     nothing."""
     X, y = make_data(rng, n=20)
@@ -163,8 +163,9 @@ def test_scale_profile_is_the_maximum_over_the_amplitude(rng, use_prior, fit_mea
         a = np.exp(log_a)
         val = np_lml(X, y, a, ls, a * g, m)
         if use_prior == "autogluon":
-            # LogNormal(0, 1): -log a - (log a)^2 / 2; Gamma(shape 0.1, rate 1): (0.1 - 1) log s - s
-            val += -np.log(a) - 0.5 * np.log(a) ** 2 + (0.1 - 1) * np.log(a * g) - a * g
+            # LogNormal(0, 1): -log a - (log a)^2 / 2; Gamma(shape 0.1, rate 1): (0.1 - 1) log s - s;
+            # Normal(0, 1) on the mean: -m^2 / 2
+            val += -np.log(a) - 0.5 * np.log(a) ** 2 + (0.1 - 1) * np.log(a * g) - a * g - 0.5 * m ** 2
         elif use_prior:
             val += np.log(a) - a + 0.1 * np.log(a * g) - 30 * a * g
         return -val

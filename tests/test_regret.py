@@ -1120,8 +1120,8 @@ def test_fit_with_autogluon_priors_is_a_stationary_point_of_their_objective(rng)
     """``FitOptions(prior="autogluon")``: the fitted hyperparameters maximise AutoGluon 0.1's
     MAP objective, written out here in NumPy on the standardised values: the log marginal
     likelihood of a Matérn-5/2 ARD GP with a scalar mean plus LogNormal(0, 1) on the
-    covariance scale, Gamma(shape 0.1, rate 1) on the noise variance and a flat prior on
-    the lengthscales. Its central-difference gradient in (log a, log lengthscales, log
+    covariance scale, Gamma(shape 0.1, rate 1) on the noise variance, Normal(0, 1) on the
+    mean and a flat prior on the lengthscales. Its central-difference gradient in (log a, log lengthscales, log
     noise, mean) vanishes at the fit, and does not at the fit with Optuna's priors (a
     different maximiser: the test can fail). Bad ``prior`` values raise, naming it."""
     n, d = 24, 2
@@ -1136,7 +1136,7 @@ def test_fit_with_autogluon_priors_is_a_stationary_point_of_their_objective(rng)
         L = np.linalg.cholesky(K)
         r = np.linalg.solve(L, z - m)
         lml = -0.5 * r @ r - np.log(np.diag(L)).sum() - 0.5 * n * np.log(2 * np.pi)
-        return lml - log_a - 0.5 * log_a ** 2 + (0.1 - 1) * log_s - s
+        return lml - log_a - 0.5 * log_a ** 2 + (0.1 - 1) * log_s - s - 0.5 * m ** 2
 
     def gradient_at(prior):
         fb = regret.fit_regret_bound(jax.random.key(0), X, y, candidates=64, fraction=1.0, min_points=n,

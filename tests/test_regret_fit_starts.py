@@ -73,7 +73,7 @@ def test_fit_with_several_starts_is_the_best_single_start_fit():
     gradient tolerance), the hyperparameters to 1e-4 (first order over the Hessian's
     smallest eigenvalue)."""
     X, y = _bumpy(0)
-    key = jax.random.key(0)
+    key = jax.random.key(1)
     init = termination.default_params(2, jnp.ones(2, bool), jnp.float64, prior="autogluon")
     init = init._replace(log_lengthscales=jnp.ones(2), log_noise=jnp.zeros(()))
     common = dict(fit_steps=300, fit_tol=1e-7, refine_steps=0, prior="autogluon")

@@ -187,7 +187,9 @@ def scale_parts(p: GPParams, X, y, mask, fit_mean: bool, use_prior: bool):
     (``use_prior="autogluon"``, :func:`~jaxstop._src.gp_priors.log_prior_autogluon`) the root of
     ``q / (2a) - n/2 - 1.9 - log a - a g = 0``, by Newton steps in ``log a``. ``use_prior``
     is False, True (``"optuna"``) or one of :data:`jaxstop._src.gp_priors.PRIORS`. The mean ``m`` is ``p.mean`` or, with
-    ``fit_mean``, its generalised-least-squares estimate (the same for every ``a``).
+    ``fit_mean``, its generalised-least-squares estimate (the same for every ``a``); with
+    AutoGluon's priors, which put Normal(0, 1) on it (``- m^2 / 2`` in the value), its
+    maximiser ``1' S^-1 y / (1' S^-1 1 + a)`` jointly with ``a`` (alternating steps).
     ``log a`` is kept in gp's box ``[-12, 12]`` (``q = 0`` for constant ``y``).
 
     Returns ``(value, log_a, mean, pieces, factor)``, ``pieces`` as :func:`lml_parts` gives
@@ -201,18 +203,36 @@ def scale_parts(p: GPParams, X, y, mask, fit_mean: bool, use_prior: bool):
     ratio = jnp.exp(p.log_noise)
     jitter = gp_core.base_jitter(p._replace(log_amplitude=jnp.zeros_like(ratio)), dt)
     S = gp_likelihood.conditioned(Cf, mask, ratio + jitter)
+    kind = prior_kind(use_prior)
     Cinv, mean, r, beta, logdet, n, factor = gp_likelihood.masked_solve(S, y, mask, p.mean, fit_mean)
     q = jnp.dot(r, beta)
-    kind = prior_kind(use_prior)
     if kind == "autogluon":
         # the maximiser over u = log a of -q / (2a) - (n/2) u - u - u^2/2 - 0.9 (u + log g) - a g:
         # its derivative q / (2a) - n/2 - 1.9 - u - a g decreases strictly in u (second
         # derivative -q / (2a) - 1 - a g < 0), so Newton's method from the no-prior
         # maximiser log(q / n) converges to the one root; 16 steps reach it to rounding
-        u = jnp.log(jnp.maximum(q / jnp.maximum(n, 1), jnp.finfo(dt).tiny))
-        for _ in range(16):
-            e = jnp.exp(u)
-            u = u - (0.5 * q / e - 0.5 * n - 1.9 - u - e * ratio) / (-0.5 * q / e - 1.0 - e * ratio)
+        def newton(u, q, steps):
+            for _ in range(steps):
+                e = jnp.exp(u)
+                u = u - (0.5 * q / e - 0.5 * n - 1.9 - u - e * ratio) / (-0.5 * q / e - 1.0 - e * ratio)
+            return u
+
+        u = newton(jnp.log(jnp.maximum(q / jnp.maximum(n, 1), jnp.finfo(dt).tiny)), q, 16)
+        if fit_mean:
+            # with AutoGluon's Normal(0, 1) on the mean, its maximiser for amplitude a is
+            # m(a) = b / (c + a) (b = 1' S^-1 y, c = 1' S^-1 1; the GLS estimate b / c as a -> 0),
+            # where q(m) = y' S^-1 y - 2 m b + m^2 c: ascent in turn over m and u (each concave
+            # with the other fixed) from the GLS mean and its amplitude
+            ones = jnp.ones_like(y) if mask is None else mask.astype(dt)
+            s1 = jnp.where(ones > 0, Cinv @ ones, 0)
+            c1, b1 = jnp.dot(s1, ones), jnp.dot(s1, y)
+            q0 = jnp.dot(y, Cinv @ y)
+            for _ in range(12):
+                mean = b1 / (c1 + jnp.exp(u))
+                u = newton(u, jnp.maximum(q0 - 2 * mean * b1 + mean * mean * c1, 0), 4)
+            r = jnp.where(ones > 0, y - mean, 0)
+            beta = jnp.where(ones > 0, Cinv @ r, 0)
+            q = jnp.dot(r, beta)
         a = jnp.exp(u)
     elif kind == "optuna":
         c = 1 + 30 * ratio
@@ -228,7 +248,7 @@ def scale_parts(p: GPParams, X, y, mask, fit_mean: bool, use_prior: bool):
     if kind == "optuna":
         value = value + log_prior_scale(log_a, log_a + p.log_noise)
     elif kind == "autogluon":
-        value = value + log_prior_scale_autogluon(log_a, log_a + p.log_noise)
+        value = value + log_prior_scale_autogluon(log_a, log_a + p.log_noise) - 0.5 * mean * mean
     alpha = beta / a
     W = jnp.where(both, (alpha[:, None] * beta[None, :] - Cinv) / a, 0)
     return value, log_a, mean, (a * Cf, H, W, alpha), factor
@@ -267,7 +287,10 @@ def lml_profiled_scale_bwd(fit_mean, use_prior, res, g):
         p_cov = res[0]
         d_log_ratio = d_log_ratio + g[0] * (-0.9 - jnp.exp(p_cov.log_noise))
     zero = jnp.zeros_like(dp.log_amplitude)
-    d_mean = zero if fit_mean else dp.mean
+    d_mean = dp.mean
+    if kind == "autogluon":  # Normal(0, 1) on the mean
+        d_mean = d_mean - g[0] * res[0].mean
+    d_mean = zero if fit_mean else d_mean
     return GPParams(zero, dp.log_lengthscales, d_log_ratio, d_mean), d_X, d_y, None
 
 

@@ -59,10 +59,11 @@ def log_prior_autogluon(p: GPParams) -> jax.Array:
     """AutoGluon 0.1's priors (``gpautograd``: ``kernel/base.py``, ``likelihood.py``), on the
     hyperparameters' values, unnormalised: LogNormal(0, 1) on the covariance scale
     (amplitude ``a``: ``-log a - (log a)^2 / 2``), Gamma(shape 0.1, rate 1) on the noise
-    variance ``s`` (``Gamma(mean=0.1, alpha=0.1)``: ``-0.9 log s - s``), and a flat prior on
-    the inverse bandwidths (``Uniform`` in their box). AutoGluon's Normal(0, 1) on the
-    scalar mean is not included: the mean is fitted flat or held, as ``fit_mean`` says."""
-    return log_prior_scale_autogluon(p.log_amplitude, p.log_noise) + log_prior_warping(p)
+    variance ``s`` (``Gamma(mean=0.1, alpha=0.1)``: ``-0.9 log s - s``), Normal(0, 1) on the
+    scalar mean (``-m^2 / 2``) and a flat prior on the inverse bandwidths (``Uniform`` in
+    their box)."""
+    return (log_prior_scale_autogluon(p.log_amplitude, p.log_noise) - 0.5 * jnp.square(p.mean)
+            + log_prior_warping(p))
 
 
 def log_prior_scale_autogluon(log_amplitude, log_noise) -> jax.Array:

@@ -109,7 +109,7 @@ Optuna 5.0's ``optuna/terminator`` (``improvement/evaluator.py``: ``RegretBoundE
 * ``prior="optuna"``, although the code's GP (AutoGluon 0.1's, ``src/enhanced_gp.py``,
   lines 57 and 65) has its own priors: LogNormal(0, 1) on the covariance scale,
   Gamma(0.1, 1) on the noise, flat inverse bandwidths and Normal(0, 1) on the mean
-  (``prior="autogluon"`` has all but the last), and fits every iteration afresh
+  (``prior="autogluon"``), and fits every iteration afresh
   (``EnhancedGP.fit`` builds a new GP) from AutoGluon's start with 5 L-BFGS starts
   (``ReplayOptions(prior="autogluon", warm_start=False, num_starts=5)`` does the same,
   with ``first_fit_steps`` quasi-Newton steps per start). On the authors' 380 traces the

@@ -57,8 +57,8 @@ class FitOptions(NamedTuple):
             amplitude, Gamma(1.1, 30) on the noise, a penalty on extreme lengthscales) or
             ``"autogluon"`` (AutoGluon 0.1's BayesOpt GP, the GP of the released code of
             Makarova et al., 2022: LogNormal(0, 1) on the amplitude, Gamma(0.1, 1) on the
-            noise, flat lengthscales; its Normal(0, 1) on the mean is left out, the mean is
-            fitted flat as ``fit_mean`` says). The default ``init`` is the prior's start:
+            noise, flat lengthscales and Normal(0, 1) on the mean, which ``fit_mean``
+            profiles out jointly with the amplitude). The default ``init`` is the prior's start:
             gp's own for ``"optuna"``, AutoGluon's initial values (noise variance 1e-3,
             lengthscales 1) for ``"autogluon"``.
         num_starts: Starts of the GP fit: ``init`` and ``num_starts - 1`` random
