@@ -16,7 +16,7 @@ import pytest
 import scipy.stats
 
 from jaxstop import regret
-from jaxstop._src import gp_core, gp_fit, termination
+from jaxstop._src import gp_core, gp_starts, termination
 
 jax.config.update("jax_enable_x64", True)
 
@@ -30,7 +30,7 @@ def test_perturbed_starts_are_the_start_plus_unit_normal_draws_clipped_to_the_bo
     dim_mask = jnp.array([True, True, False])
     init = gp_core.with_warping(gp_core.default_init(d, jnp.float64), True)
     init = init._replace(log_noise=jnp.asarray(-35.5))  # 0.5 above the box's lower face (-36)
-    s = gp_fit.perturbed_starts(jax.random.key(3), init, num, dim_mask)
+    s = gp_starts.perturbed_starts(jax.random.key(3), init, num, dim_mask)
     for field in init._fields:
         np.testing.assert_array_equal(np.asarray(getattr(s, field))[0], np.asarray(getattr(init, field)))
     np.testing.assert_array_equal(np.asarray(s.log_amplitude), float(init.log_amplitude))
@@ -82,7 +82,7 @@ def test_fit_with_several_starts_is_the_best_single_start_fit():
     assert bool(multi.ok)
     # the starts the fit drew: the first half of its key, around its start
     k_start, _ = jax.random.split(key)
-    starts = gp_fit.perturbed_starts(k_start, init, 5, jnp.ones(2, bool))
+    starts = gp_starts.perturbed_starts(k_start, init, 5, jnp.ones(2, bool))
     singles = [regret.fit_regret_bound(key, X, y, init=jax.tree_util.tree_map(lambda a: a[i], starts), **kw,
                                        options=regret.FitOptions(**common)) for i in range(5)]
     objectives = np.array([float(f.fit_info.objective) for f in singles])

@@ -25,7 +25,7 @@ import jax.flatten_util
 import jax.numpy as jnp
 import optax
 
-from jaxstop._src import gp_core, gp_likelihood, optim, status, warping
+from jaxstop._src import gp_core, gp_likelihood, gp_starts, optim, status, warping
 from jaxstop._src.gp_priors import (log_prior, log_prior_autogluon, log_prior_lengthscales, log_prior_scale,
                                     log_prior_scale_autogluon, log_prior_warping, prior_kind)
 from jaxstop._src.gp_core import GPParams
@@ -45,7 +45,6 @@ __all__ = [
     "from_raw",
     "raw_box",
     "clip_raw",
-    "perturbed_starts",
     "objective_profiled_scale",
     "objective",
     "fit_profiled",
@@ -337,49 +336,6 @@ def clip_raw(raw: GPParams) -> GPParams:
     return jax.tree_util.tree_map(clip, raw, *raw_box(raw))
 
 
-def perturbed_starts(key, init: GPParams, num: int, dim_mask, std: float = 1.0) -> GPParams:
-    """``num`` starts of a fit with a leading axis: ``init`` first, then ``num - 1`` copies
-    with independent N(0, ``std``^2) draws added to the log lengthscales of the real
-    dimensions (``dim_mask``), the log noise and, with a warping, the real dimensions'
-    ``log a`` and ``log b``, clipped to the box (:func:`raw_box`; the log noise to its
-    lower face above ``min_noise``). AutoGluon 0.1's restarts of its GP fit
-    (``gpautograd/optimization_utils.py``: the initial values plus N(0, 1) in the
-    optimiser's coordinates, clipped to the bounds; the first start is the initial values).
-    The amplitude and the mean are not drawn: :func:`fit_profiled` profiles the amplitude
-    out (and the mean with ``fit_mean``, or holds it). Padded dimensions keep ``init``'s
-    values, where the priors' gradients are 0.
-
-    Example:
-        >>> import jax, jax.numpy as jnp
-        >>> p = gp_core.default_init(2, jnp.float32)
-        >>> s = perturbed_starts(jax.random.key(0), p, 4, jnp.array([True, False]))
-        >>> s.log_lengthscales.shape, bool(jnp.all(s.log_lengthscales[:, 1] == p.log_lengthscales[1]))
-        ((4, 2), True)
-    """
-    dt = init.log_noise.dtype
-    r = num - 1
-    lo, hi = raw_box(init)
-    keys = jax.random.split(key, 4)
-
-    def draw(k, a, real, lo_, hi_):
-        a = jnp.asarray(a, dt)
-        z = std * jax.random.normal(k, (r,) + a.shape, dt)
-        real = jnp.broadcast_to(jnp.asarray(real), a.shape)[None]
-        moved = jnp.clip(a[None] + jnp.where(real, z, 0), lo_[None], hi_[None])
-        return jnp.concatenate([a[None], moved])
-
-    def same(a):
-        return None if a is None else jnp.broadcast_to(jnp.asarray(a, dt), (num,) + jnp.shape(a))
-
-    out = GPParams(same(init.log_amplitude),
-                   draw(keys[0], init.log_lengthscales, dim_mask, lo.log_lengthscales, hi.log_lengthscales),
-                   draw(keys[1], init.log_noise, True, lo.log_noise, hi.log_noise), same(init.mean))
-    if init.warped:
-        out = out._replace(log_warp_a=draw(keys[2], init.log_warp_a, dim_mask, lo.log_warp_a, hi.log_warp_a),
-                           log_warp_b=draw(keys[3], init.log_warp_b, dim_mask, lo.log_warp_b, hi.log_warp_b))
-    return out
-
-
 def objective_profiled_scale(raw, X, y, mask, min_noise, use_prior, fit_mean, mean0):
     """``(objective, (params, factor))`` with the amplitude profiled out (:func:`lml_profiled_scale`).
 
@@ -594,29 +550,15 @@ def first_order(obj, optimizer, theta, *, steps):
 
 def fit_restarts(key, X, y, mask, init, min_noise, tol, *, steps, num_restarts, fit_mean, use_prior, optimizer,
                  warping: bool = False):
-    """:func:`jaxstop.gp.fit` without the argument checks: the best of ``num_restarts`` starts.
-
-    With ``warping`` the random starts draw ``log a``, ``log b`` uniformly in
-    ``[log 0.5, log 2]`` (the start ``init``: its own, or the identity)."""
+    """:func:`jaxstop.gp.fit` without the argument checks: the best of ``num_restarts`` starts
+    (:func:`jaxstop._src.gp_starts.uniform_starts`; the start ``init`` with its own warping,
+    or the identity)."""
     dtype = X.dtype
     init = gp_core.with_warping(init, warping)
     bad = bad_input(X, y, mask, init)
     X, y = gp_likelihood.inert(mask, X, y)
     min_noise = jnp.asarray(min_noise, dtype)
-    if num_restarts > 1:
-        k_ls, k_amp, k_noise = jax.random.split(key, 3)
-        r = num_restarts - 1
-        d = X.shape[1]
-        ls = jax.random.uniform(k_ls, (r, d), dtype, jnp.log(0.05), jnp.log(2.0))
-        amp = jax.random.uniform(k_amp, (r,), dtype, jnp.log(0.3), jnp.log(3.0))
-        noise = jax.random.uniform(k_noise, (r,), dtype, jnp.log(1e-4), jnp.log(0.3))
-        extra = GPParams(amp, ls, noise, jnp.broadcast_to(jnp.asarray(init.mean, dtype), (r,)))
-        if warping:
-            w = jax.random.uniform(jax.random.fold_in(key, 3), (2, r, d), dtype, jnp.log(0.5), jnp.log(2.0))
-            extra = extra._replace(log_warp_a=w[0], log_warp_b=w[1])
-        starts = jax.tree_util.tree_map(lambda a, b: jnp.concatenate([jnp.asarray(a, dtype)[None], b]), init, extra)
-    else:
-        starts = jax.tree_util.tree_map(lambda a: jnp.asarray(a, dtype)[None], init)
+    starts = gp_starts.uniform_starts(key, init, num_restarts, X.shape[1], dtype)
 
     def run_one(start):
         if optimizer is None:

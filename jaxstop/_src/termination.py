@@ -29,7 +29,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxstop._src import batching, checks, gp_core, gp_fit, gp_priors, optim, regret_bound, status
+from jaxstop._src import batching, checks, gp_core, gp_fit, gp_priors, gp_starts, optim, regret_bound, status
 from jaxstop._src.regret_bound import RegretBound
 from jaxstop._src.warping import PRIOR_MODE
 from jaxstop._src.status import Reason
@@ -238,7 +238,7 @@ class FitConfig(NamedTuple):
     (Optuna's, or AutoGluon's: the released code of Makarova et al.).
 
     ``num_starts``: the fit runs from ``init`` and ``num_starts - 1`` random perturbations of
-    it (:func:`jaxstop._src.gp_fit.perturbed_starts`) and keeps the best objective
+    it (:func:`jaxstop._src.gp_starts.perturbed_starts`) and keeps the best objective
     (:func:`jaxstop._src.optim.multistart`; ``FitInfo.restart`` says which)."""
 
     capacity: int
@@ -291,7 +291,7 @@ def _fit_and_bound_one(key, X, y, avail, init, cand, dim_mask, size, delta, scal
     fit = partial(gp_fit.fit_profiled, Xt, z, tmask, min_noise=cfg.min_noise, steps=cfg.steps, fit_mean=cfg.fit_mean,
                   tol=cfg.fit_tol, warping=cfg.warping, use_prior=cfg.prior)
     if cfg.num_starts > 1:
-        starts = gp_fit.perturbed_starts(k_start, init, cfg.num_starts, dim_mask)
+        starts = gp_starts.perturbed_starts(k_start, init, cfg.num_starts, dim_mask)
         # the given curvature goes with the given start; the perturbed ones start without
         r = gp_fit.raw_size(X.shape[1], cfg.warping)
         h0 = jnp.zeros((r, r), dt) if init_h is None else init_h

@@ -138,9 +138,7 @@ def fit_regret_bound(
         num_random = 0
         cand = _args.points(candidates, "candidates", d, dt)
         _checks.check_unit_cube(cand, "candidates")
-    if not isinstance(opts.warping, (bool, np.bool_)):
-        raise TypeError(f"options.warping must be a bool, got {opts.warping!r}")
-    warping = bool(opts.warping)
+    warping = _args.flag(opts.warping, "options.warping")
     prior = _args.prior(opts.prior)
     init = _init(init, d, dim_mask, dt, warping, prior)
     init_h = _inv_hessian(init_inv_hessian, d, dt, warping)
