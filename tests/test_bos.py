@@ -753,6 +753,12 @@ def test_xi_closed_form():
     want = np.where(t > 1, np.sqrt(2e-3 * np.log(np.pi**2 * t**2 * np.maximum(t - 1, 1) / 0.6)), 0.0)
     np.testing.assert_allclose(got, want, rtol=1e-12)
     assert got[0] == 0.0 and np.all(np.diff(got[1:]) > 0)
+    # float32 inputs whose xi fits though pi^2 t^2 (t - 1) or 2 noise_var log(...) does not:
+    # the same closed form, in float64 (a few float32 roundings apart)
+    for t_, nv in ((3.0, 1e38), (1e30, 1e-4)):
+        got32 = float(bos.xi(jnp.float32(t_), jnp.float32(nv), jnp.float32(0.1)))
+        want64 = np.sqrt(nv) * np.sqrt(2 * (np.log(np.pi**2 / 0.6) + 2 * np.log(t_) + np.log(t_ - 1)))
+        np.testing.assert_allclose(got32, want64, rtol=16 * np.finfo(np.float32).eps)
 
 
 # --------------------------------------------------------------------------------------

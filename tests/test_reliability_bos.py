@@ -319,3 +319,74 @@ def test_numpy_float32_scalars_accepted(key):
     gp = bos.fit_curve_gp(PREFIX, noise_var=f, learning_rate=F32(0.1))
     chex.assert_trees_all_equal(gp, bos.fit_curve_gp(PREFIX, noise_var=float(f), learning_rate=float(F32(0.1))))
     assert float(bos.k1_schedule(F32(2.0), F32(100.0), F32(0.5))) == 200.0
+
+
+# --------------------------------------------------------------------------------------
+# Hostile arguments: keys, structure, n0, static floats in the computation's dtype
+# --------------------------------------------------------------------------------------
+
+
+def test_key_must_be_a_prng_key():
+    """An integer seed or a batch of keys raises TypeError naming key, before any compilation."""
+    gp = bos.CurveGP(*(F32(v) for v in (1.0, 2.0, 0.0, 1e-3, 0.0)))
+    calls = (lambda k: bos.solve(k, PREFIX, 0.3, HORIZON, 100.0, 99.0, 1.0),
+             lambda k: bos.solve_batch(k, PREFIX[None], 0.3, HORIZON, 100.0, 99.0, 1.0),
+             lambda k: bos.simulate(k, gp, PREFIX, HORIZON, 10))
+    for call in calls:
+        for key in (0, jax.random.split(jax.random.key(0), 2)):
+            with pytest.raises(TypeError, match="key must be"):
+                call(key)
+
+
+def test_structure_errors_name_the_argument():
+    """Empty epoch axes, objects that are not DecisionTables, an unknown mode, schedule
+    arguments that do not broadcast: ValueError / TypeError naming the argument, not an
+    IndexError or AttributeError from inside."""
+    mask = np.ones(3, bool)
+    with pytest.raises(ValueError, match="values must hold at least one"):
+        bos.backward_induction(np.zeros((3, 0), F32), mask, 0.3, 1.0, 1.0, 1.0)
+    with pytest.raises(ValueError, match="errors must have"):
+        bos.summary_statistic(np.zeros(0, F32), 1, 0)
+    with pytest.raises(ValueError, match="epoch of shape"):
+        bos.summary_statistic(np.ones((2, 4), F32), np.ones(3, int), 0)
+    T, B = 2, 4  # a table built by hand: decide checks its arguments before any lookup
+    table = bos.DecisionTable(np.zeros((T, B), np.int32), np.zeros((T, B, 3), F32), np.zeros((T, B), F32),
+                              np.zeros((T, B), np.int32), np.linspace(0, 1, B + 1, dtype=F32), np.int32(1),
+                              np.int32(1), F32(0))
+    for bad in (tuple(table), None):
+        with pytest.raises(TypeError, match="table must be a DecisionTable"):
+            bos.decide(bad, 1, 0.5)
+    with pytest.raises(TypeError, match="epoch"):
+        bos.decide(table, "a", 0.5)
+    with pytest.raises(ValueError, match="mode"):
+        bos.resolve_statistic(None, "bogus")
+    with pytest.raises(ValueError, match="gamma"):
+        bos.k1_schedule(np.arange(1, 5), 100.0, np.full(3, 0.9))
+
+
+def test_n0_is_an_integer_at_least_zero():
+    """Concrete: ValueError naming n0. Traced: a void table (BAD_INPUT), while a valid traced
+    n0 gives an ok table whose rows start at epoch n0 + 1."""
+    values, mask = np.full((50, 3), 0.5, F32), np.ones(50, bool)
+    for n0 in (-3, 2.5, 2**40):
+        with pytest.raises(ValueError, match="n0"):
+            bos.backward_induction(values, mask, 0.3, 1.0, 1.0, 1.0, mode="compat", n0=n0)
+    f = jax.jit(lambda n0: bos.backward_induction(values, mask, 0.3, 1.0, 1.0, 1.0, mode="compat", n0=n0))
+    for n0 in (F32(-3.0), F32(2.5)):
+        assert_void(f(n0))
+    good = f(F32(4.0))
+    assert bool(good.ok) and int(good.first_epoch) == 5
+
+
+def test_static_floats_are_checked_in_the_prefix_dtype():
+    """noise_var or learning_rate = 1e300 is finite in Python but inf in float32: ValueError
+    naming it, not a failed fit (NOT_FINITE) or an infinite step size that skips every step."""
+    with pytest.raises(ValueError, match="noise_var"):
+        bos.fit_curve_gp(PREFIX, noise_var=1e300)
+    with pytest.raises(ValueError, match="learning_rate"):
+        bos.fit_curve_gp(PREFIX, learning_rate=1e300)
+    key = jax.random.key(0)
+    for call in (lambda: bos.solve(key, PREFIX, 0.3, HORIZON, 100.0, 99.0, 1.0, noise_var=1e300),
+                 lambda: bos.solve_batch(key, PREFIX[None], 0.3, HORIZON, 100.0, 99.0, 1.0, noise_var=1e300)):
+        with pytest.raises(ValueError, match="noise_var"):
+            call()

@@ -448,3 +448,67 @@ def test_graded_rule_weights_are_never_negative():
         assert np.all(w >= 0)
         tol = 64 * float(jnp.finfo(dtype).eps)
         np.testing.assert_allclose(w.sum(axis=1), np.maximum(np.asarray(lengths, float), 0), rtol=tol, atol=0)
+
+
+
+def test_sigma_spread_beyond_the_rule_resolution_is_reported():
+    """sigma 1e-10 of the others (below 2^-20 of prob_best's window) is UNREPRESENTABLE; 1e-4 is
+    resolved, within the documented accuracies at this spread (float64 1e-8, float32 3e-6) of quad."""
+    for dtype, tol in ((np.float32, 3e-6), (np.float64, 1e-8)):
+        for s0, resolved in ((1e-4, True), (1e-10, False)):
+            args = padded([0.0, 0.5, 1.0], [s0, 0.5, 0.5], dtype)
+            st = confidence.problem_status(*args)
+            kc = keep_count_jit(args[0], args[1], np.float32(0.0), np.float32(1.0), args[2]) if dtype is np.float32 else st
+            for st in (st, kc):  # keep_count in float32 only: the program the tests above compiled
+                assert bool(st.ok) == resolved
+                assert int(st.reason) == (Reason.OK if resolved else Reason.UNREPRESENTABLE)
+            if resolved:
+                p = np.asarray(confidence.prob_best(*args), float)[:3]
+                assert np.max(np.abs(p - quad_prob_best(args[0][:3], args[1][:3]))) <= tol
+
+
+def test_negative_round_budget_inside_jit_is_bad_input():
+    """round_budget < 0 raises eagerly; in jit it counts as 0 with BAD_INPUT (gains of R = 0)."""
+    mu, sigma, mask = padded([0.30, 0.31, 0.33, 0.40], np.full(4, 0.03), np.float32)
+    d = np.float32(0.003)
+    with pytest.raises(ValueError, match="round_budget"):
+        confidence.keep_count(mu, sigma, d, np.float32(-1.0), mask)
+    neg = keep_count_jit(mu, sigma, d, np.float32(-1.0), mask)
+    zero = keep_count_jit(mu, sigma, d, np.float32(0.0), mask)
+    assert not bool(neg.ok) and int(neg.reason) == Reason.BAD_INPUT
+    assert int(neg.k) == int(zero.k) and np.array_equal(np.asarray(neg.gain), np.asarray(zero.gain))
+
+
+def test_prob_better_near_the_top_of_the_float32_range():
+    """Finite float32 inputs whose difference and spread overflow give Phi(z), not NaN (z = -sqrt(2)
+    to a few float32 eps, times phi(z) < 0.4: 1e-6 is ample)."""
+    args = [np.float32(v) for v in (3e38, 3e38, -3e38, 3e38)]
+    want = stats.norm.cdf(-6e38 / np.hypot(3e38, 3e38))
+    for f in (confidence.prob_better, jax.jit(confidence.prob_better)):
+        assert abs(float(f(*args)) - want) <= 1e-6
+
+
+def test_window_std_of_huge_float32_losses_is_finite():
+    """float32 losses near 3e38 (squares overflow): window_std and the profile's sigma_c(t) equal
+    NumPy's float64 std of the same values (a dozen float32 roundings: rtol 1e-6)."""
+    losses = np.array([[1e30, -1e30, 3e38, -3e38, 2e38]], np.float32)
+    want = np.std(losses[0, :4].astype(float), ddof=1)
+    np.testing.assert_allclose(np.asarray(confidence.window_std(losses, np.array([4]), 4), float), [want], rtol=1e-6)
+    prof = confidence.delta_sigma_profile(np.concatenate([losses, losses]), window=4)
+    np.testing.assert_allclose(float(prof.sigma[0, 3]), want, rtol=1e-6)
+
+
+def test_argument_errors_name_the_argument():
+    """Non-numeric values, a bad max_bytes, an empty batch and a bad entry of a batch."""
+    for bad in (None, "abc", [[1.0], [1.0, 2.0]]):
+        with pytest.raises(TypeError, match="^mu "):
+            confidence.prob_best(bad, [1.0, 1.0])
+    with pytest.raises(TypeError, match="round_budget"):
+        confidence.keep_count(MU, SIGMA, 0.1, "R")
+    for mb, err in ((0, ValueError), (-5, ValueError), (1.5, TypeError), ("x", TypeError)):
+        with pytest.raises(err, match="max_bytes"):
+            confidence.prob_best_batch(MU[None], SIGMA[None], max_bytes=mb)
+    with pytest.raises(ValueError, match=r"mu\[1, 0\] = nan"):
+        confidence.confidence_curve_batch(np.array([[0.1, 0.2], [np.nan, 0.2]]), np.ones((2, 2)))
+    with pytest.raises(ValueError, match="at least one problem"):
+        confidence.prob_best_batch(np.zeros((0, 3)), np.ones((0, 3)))

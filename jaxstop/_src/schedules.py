@@ -62,6 +62,8 @@ def xi(t, noise_var, delta) -> jax.Array:
     ``noise_var``, ``noise_var < 0``, ``delta`` outside (0, 1)).
     """
     safe_t = jnp.maximum(t, 2)
-    arg = jnp.pi**2 * safe_t**2 * (safe_t - 1) / (6 * delta)
-    value = jnp.where(t > 1, jnp.sqrt(2 * noise_var * jnp.log(arg)), 0)
+    # the logarithm as a sum and the root of each factor: pi^2 t^2 (t - 1) and
+    # 2 noise_var log(...) overflow float32 for finite inputs whose xi it represents
+    log_arg = jnp.log(jnp.pi**2 / (6 * delta)) + 2 * jnp.log(safe_t) + jnp.log(safe_t - 1)
+    value = jnp.where(t > 1, jnp.sqrt(noise_var) * jnp.sqrt(2 * log_arg), 0)
     return jnp.where(_in_domain(XI_DOMAIN, t=t, noise_var=noise_var, delta=delta), value, jnp.nan)

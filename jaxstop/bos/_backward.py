@@ -158,8 +158,9 @@ def backward_induction(
         mode: ``"corrected"`` or ``"compat"``.
         min_count: Sparsity cut (see above).
         xi: ``xi_t`` of Theorem 1 (see :func:`xi`); corrected mode only.
-        n0: Number of observed epochs ``N0`` before the first simulated one
-            (default: ``len(prefix)``, or 0 without a prefix).
+        n0: Number of observed epochs ``N0`` before the first simulated one, an
+            integer ``>= 0`` (default: ``len(prefix)``, or 0 without a prefix); inside
+            ``jit`` a negative or fractional one voids the table (``BAD_INPUT``).
         valid: Deprecated name of ``mask`` (a :class:`DeprecationWarning`; removed in
             the next release). Positional calls are unchanged.
         statistic: ``"all_epochs"``, ``"after_n0"`` or ``None`` (the mode's default).
@@ -194,6 +195,8 @@ def backward_induction(
     values = checks.float_array(values, "values")
     if values.ndim != 2:
         raise ValueError(f"values must have shape (num_paths, T), got shape {values.shape}")
+    if values.shape[1] < 1:
+        raise ValueError(f"values must hold at least one simulated epoch (T >= 1), got shape {values.shape}")
     mask = jnp.asarray(mask)
     if mask.shape != values.shape[:1]:
         raise ValueError(f"mask must have shape (num_paths,) = {values.shape[:1]}, got {mask.shape}")
@@ -228,22 +231,41 @@ def backward_induction(
 def _observed_part(prefix, n0, statistic: str, dtype):
     """``(n0, s0, c0, bad)`` of :func:`backward_induction`: ``N0``, the statistic's part
     before the simulated epochs (:func:`jaxstop.bos._statistic.prefix_part`) and the
-    prefix's ``bad`` flag (its errors must lie inside (0, 1))."""
+    prefix's ``bad`` flag (its errors must lie inside (0, 1), ``n0`` must be an integer
+    ``>= 0``)."""
     if prefix is None:
         if n0 is None:
             n0 = 0
+        bad_n0 = _check_n0(n0)
         if statistic == "all_epochs" and not (checks.is_concrete(n0) and int(np.asarray(n0)) == 0):
             raise ValueError(
                 "statistic='all_epochs' (the paper's; the default of mode='corrected') averages the observed "
                 f"errors of epochs 1..N0 too: pass them as prefix=... (got n0={n0!r} and no prefix), or use "
                 "statistic='after_n0' (the released code's mean of epochs N0+1..n)"
             )
-        return n0, jnp.zeros((), dtype), 0, jnp.asarray(False)
+        return n0, jnp.zeros((), dtype), 0, bad_n0
     prefix = check_prefix(prefix).astype(dtype)
     if n0 is None:
         n0 = prefix.shape[0]
-    elif checks.is_concrete(n0) and int(np.asarray(n0)) != prefix.shape[0]:
+    bad_n0 = _check_n0(n0)
+    if checks.is_concrete(n0) and int(np.asarray(n0)) != prefix.shape[0]:
         raise ValueError(f"n0 must equal len(prefix) = {prefix.shape[0]}, got {n0!r}")
     bad = screen([rule("prefix", prefix)])
     s0, c0 = _statistic.prefix_part(prefix, statistic)
-    return n0, s0, c0, bad
+    return n0, s0, c0, bad | bad_n0
+
+
+def _check_n0(n0):
+    """``n0``'s :func:`screen` flag: a scalar integer in ``[0, 2^31 - 1)`` (concrete:
+    ``ValueError`` naming it; traced: ``bad``, a void table)."""
+    if checks.is_concrete(n0):
+        v = np.asarray(n0)
+        if v.shape != () or not (np.issubdtype(v.dtype, np.integer) or np.issubdtype(v.dtype, np.floating)) \
+                or v.dtype == np.bool_:
+            raise ValueError(f"n0 must be an integer scalar >= 0, got {n0!r}")
+        if not (np.isfinite(v) and v == np.floor(v) and 0 <= v < 2**31 - 1):
+            raise ValueError(f"n0 must be an integer >= 0 (below 2**31 - 1), got {n0!r}")
+        return jnp.asarray(False)
+    if jnp.shape(n0) != ():
+        raise ValueError(f"n0 must be a scalar, got shape {jnp.shape(n0)}")
+    return screen([("n0", n0, lambda v: jnp.isfinite(v) & (jnp.floor(v) == v) & (v >= 0), "an integer >= 0")])

@@ -17,7 +17,7 @@ from jax.typing import ArrayLike
 
 from jaxstop._src import checks, gp_likelihood, linalg, optim, status
 from jaxstop._src.status import Reason
-from jaxstop.bos._validate import RULES, check_horizon, check_prefix, rule, screen
+from jaxstop.bos._validate import RULES, check_horizon, check_in_dtype, check_prefix, rule, screen
 
 _HIGHEST = lax.Precision.HIGHEST
 # Box for the curve-GP hyperparameters, in log space: alpha and rate = alpha / beta.
@@ -225,10 +225,11 @@ def fit_curve_gp(
 
     Args:
         prefix: Validation errors of epochs ``1..N0``, shape (N0,), float32 or float64.
-        noise_var: Observation noise variance (fixed), a positive float.
+        noise_var: Observation noise variance (fixed), a positive float, finite in the
+            dtype of ``prefix``.
         mean: ``"zero"`` (paper, released code) or ``"constant"``.
         num_steps: Adam steps per start (static).
-        learning_rate: Adam learning rate, a positive float.
+        learning_rate: Adam learning rate, a positive float, finite in the dtype of ``prefix``.
 
     Returns:
         The fitted :class:`CurveGP` (dtype of ``prefix``).
@@ -246,6 +247,7 @@ def fit_curve_gp(
     noise_var = checks.nonneg_float(noise_var, "noise_var", positive=True)
     learning_rate = checks.nonneg_float(learning_rate, "learning_rate", positive=True)
     checks.positive_int(num_steps, "num_steps", 1)
+    check_in_dtype(prefix.dtype, noise_var=noise_var, learning_rate=learning_rate)
     screen([rule("prefix", prefix, "prefix_finite")])
     return fit_jit(
         prefix,

@@ -38,7 +38,7 @@ def decide(table: DecisionTable, epoch: ArrayLike, running_mean: ArrayLike) -> j
     ``TypeError``. ``table`` is one trial's table: for the tables of
     :func:`solve_batch` (a leading trial axis) use
     ``jax.vmap(decide)(tables, epochs, running_means)``; a batched table raises
-    ``ValueError``.
+    ``ValueError``, anything but a :class:`DecisionTable` ``TypeError``.
 
     Args:
         table: A :class:`DecisionTable` of one trial (``actions`` of shape (T, num_bins)).
@@ -58,6 +58,8 @@ def decide(table: DecisionTable, epoch: ArrayLike, running_mean: ArrayLike) -> j
         >>> int(decide(table, 9, stat)) == int(table.actions[0, 38])  # 0.39 is in (38/99, 39/99]
         True
     """
+    if not isinstance(table, DecisionTable):
+        raise TypeError(f"table must be a DecisionTable (from solve or backward_induction), got {type(table).__name__}")
     if jnp.ndim(table.actions) != 2:
         raise ValueError(
             f"table must be one trial's DecisionTable (actions of shape (T, num_bins)), got actions of "
@@ -66,7 +68,12 @@ def decide(table: DecisionTable, epoch: ArrayLike, running_mean: ArrayLike) -> j
         )
     T, B = table.actions.shape
     running_mean = checks.float_array(running_mean, "running_mean").astype(table.edges.dtype)
-    epoch = jnp.asarray(epoch)
+    if isinstance(epoch, (str, bytes)):
+        raise TypeError(f"epoch must be an integer, got {type(epoch).__name__}")
+    try:
+        epoch = jnp.asarray(epoch)
+    except (TypeError, ValueError) as err:
+        raise TypeError(f"epoch must be an integer, got {type(epoch).__name__}") from err
     if jnp.issubdtype(epoch.dtype, jnp.floating):
         checks.check_float_dtype(epoch.dtype, "epoch")
     elif not jnp.issubdtype(epoch.dtype, jnp.integer):

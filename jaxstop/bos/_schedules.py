@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import jax
+import jax.numpy as jnp
 from jax.typing import ArrayLike
 
 from jaxstop._src import checks, schedules
@@ -27,6 +28,11 @@ def _arguments(domain, **args):
     for name, value in args.items():
         if name != "t":
             out[name] = checks.float_array(value, name).astype(dtype)
+    try:
+        jnp.broadcast_shapes(*(a.shape for a in out.values()))
+    except ValueError as err:
+        shapes = ", ".join(f"{k} {a.shape}" for k, a in out.items())
+        raise ValueError(f"the arguments must broadcast to one shape, got {shapes}") from err
     screen([(name, out[name], domain[name], _EXPECTED[name]) for name in domain])
     return out
 

@@ -138,7 +138,7 @@ def simulate(
     the paths come back void (NaN values, none valid) with ``ok`` False and
     ``reason == Reason.BAD_INPUT``. A ``curve_gp`` that is not :attr:`CurveGP.ok`
     (a failed fit) gives void paths with ``reason == Reason.NOT_FINITE``. float16 /
-    bfloat16 raise ``TypeError``.
+    bfloat16, and a ``key`` that is not a PRNG key, raise ``TypeError``.
 
     Args:
         key: A ``jax.random`` key.
@@ -160,6 +160,7 @@ def simulate(
         >>> paths.values.shape, paths.valid.shape
         ((1000, 12), (1000,))
     """
+    checks.check_key(key)
     prefix = check_prefix(prefix)
     check_horizon(horizon, prefix.shape[0])
     checks.positive_int(num_paths, "num_paths", 1)

@@ -26,7 +26,7 @@ from jaxstop.bos._curve_gp import fit_impl, fit_jit, posterior
 from jaxstop.bos._induction import DecisionTable, decision_table, transition_counts, with_status
 from jaxstop.bos._simulate import chunks, draw, factor
 from jaxstop.bos._statistic import prefix_part, resolve_statistic
-from jaxstop.bos._validate import check_costs, check_horizon, check_prefix, rule, screen, solve_config
+from jaxstop.bos._validate import check_costs, check_horizon, check_in_dtype, check_prefix, rule, screen, solve_config
 
 # Adam's learning rate of the fit inside solve (fit_curve_gp's default).
 _LEARNING_RATE = 0.1
@@ -188,8 +188,8 @@ def solve(
     table comes back void -- every action ``ACTION_FORCED_CONTINUE``, NaN losses,
     ``ok`` False, ``reason == Reason.BAD_INPUT`` -- so no bin stops on a bad
     input. A fit that finds no finite likelihood gives a void table with
-    ``reason == Reason.NOT_FINITE``. float16 / bfloat16 arguments raise
-    ``TypeError``; NumPy scalars (``np.float32(0.1)``) are accepted wherever a
+    ``reason == Reason.NOT_FINITE``. float16 / bfloat16 arguments, and a ``key``
+    that is not a PRNG key (an integer seed), raise ``TypeError``; NumPy scalars (``np.float32(0.1)``) are accepted wherever a
     float is. The prefix has no padding: every entry is an observed epoch.
 
     Args:
@@ -227,6 +227,7 @@ def solve(
         >>> bool(bad.ok), int(bad.reason), int(bad.actions.max())
         (False, 1, 0)
     """
+    checks.check_key(key)
     prefix = check_prefix(prefix)
     check_horizon(horizon, prefix.shape[0])
     static = solve_config(
@@ -234,6 +235,7 @@ def solve(
     )
     static["statistic"] = resolve_statistic(statistic, mode)
     dtype = prefix.dtype
+    check_in_dtype(dtype, noise_var=static["noise_var"])
     *costs, bad = check_costs(best_error, k1, k2, cost, xi, dtype, static["compat"])
     bad = bad | screen([rule("prefix", prefix)])
     fit = {k: static.pop(k) for k in _FIT_STATIC}
@@ -337,6 +339,7 @@ def solve_batch(
         >>> tables.actions.shape, tables.ok.tolist()
         ((2, 6, 99), [True, True])
     """
+    checks.check_key(key)
     prefixes = check_prefix(prefixes, name="prefixes")
     num_trials = prefixes.shape[0]
     if num_trials == 0:
@@ -347,6 +350,7 @@ def solve_batch(
     )
     static["statistic"] = resolve_statistic(statistic, mode)
     dtype = prefixes.dtype
+    check_in_dtype(dtype, noise_var=static["noise_var"])
     *costs, bad = check_costs(
         best_errors, k1, k2, cost, xi, dtype, static["compat"], batch=num_trials,
         names=("best_errors", "k1", "k2", "cost", "xi"),

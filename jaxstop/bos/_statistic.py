@@ -39,12 +39,15 @@ def resolve_statistic(statistic: str | None, mode: str = "corrected") -> str:
     ``"after_n0"`` for ``"compat"``, the released code's).
 
     Raises:
-        ValueError: ``statistic`` is not one of :data:`STATISTICS` or ``None``.
+        ValueError: ``statistic`` is not one of :data:`STATISTICS` or ``None``, or an
+            unknown ``mode``.
 
     Example:
         >>> resolve_statistic(None), resolve_statistic(None, "compat"), resolve_statistic("after_n0")
         ('all_epochs', 'after_n0', 'after_n0')
     """
+    if mode not in ("compat", "corrected"):
+        raise ValueError(f"mode must be 'compat' or 'corrected', got {mode!r}")
     if statistic is None:
         return "after_n0" if mode == "compat" else "all_epochs"
     if statistic not in STATISTICS:
@@ -105,13 +108,18 @@ def summary_statistic(errors: ArrayLike, epoch: ArrayLike, n0: int, *, statistic
         (0.375, 0.25)
     """
     errors = checks.float_array(errors, "errors")
-    if errors.ndim < 1:
-        raise ValueError(f"errors must have at least one axis (epochs), got shape {errors.shape}")
+    if errors.ndim < 1 or errors.shape[-1] < 1:
+        raise ValueError(f"errors must have an epochs axis with at least one epoch, got shape {errors.shape}")
     n0 = checks.positive_int(n0, "n0", 0)
     statistic = resolve_statistic(statistic)
     epoch = jnp.asarray(epoch)
     if not jnp.issubdtype(epoch.dtype, jnp.integer):
         raise TypeError(f"epoch must be an integer, got dtype {epoch.dtype}")
+    try:
+        jnp.broadcast_shapes(errors.shape[:-1], epoch.shape)
+    except ValueError as err:
+        raise ValueError(f"epoch of shape {epoch.shape} must broadcast with errors.shape[:-1] = "
+                         f"{errors.shape[:-1]}") from err
     return _summary(errors, epoch, n0=n0, statistic=statistic)
 
 

@@ -10,6 +10,7 @@ kernels turn into ``ok=False`` with ``reason = Reason.BAD_INPUT`` on their resul
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Sequence
 
 import jax
@@ -45,6 +46,8 @@ RULES: dict[str, tuple[Callable, str]] = {
     "k2": (_positive_finite, "> 0 and finite"),
     "cost": (_nonneg_finite, ">= 0 and finite"),
     "xi": (_nonneg_finite, ">= 0 and finite"),
+    "noise_var": (_positive_finite, "> 0 and finite in the dtype of the prefix"),
+    "learning_rate": (_positive_finite, "> 0 and finite in the dtype of the prefix"),
     "curve_gp": (
         lambda alpha, beta, mean, noise_var: _positive_finite(alpha) & _positive_finite(beta)
         & jnp.isfinite(mean) & _positive_finite(noise_var),
@@ -99,6 +102,16 @@ def rule(name: str, value, key: str | None = None) -> tuple:
     """The :func:`screen` row of argument ``name`` under rule ``key`` (default: ``name``)."""
     predicate, expected = RULES[key or name]
     return (name, value, predicate, expected)
+
+
+def check_in_dtype(dtype, **values) -> None:
+    """Raises ``ValueError`` naming the argument when a static float setting (``noise_var``,
+    ``learning_rate``) is not positive and finite once cast to the computation's ``dtype``
+    (``1e300`` is finite in Python and ``inf`` in float32)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # the overflow reported below
+        cast = {name: np.asarray(value, dtype) for name, value in values.items()}
+    screen([rule(name, v) for name, v in cast.items()])
 
 
 def check_prefix(prefix, *, name: str = "prefix") -> jax.Array:

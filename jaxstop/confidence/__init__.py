@@ -43,7 +43,9 @@ that jits, vmaps and runs on accelerators:
   ``sigma_j``; the grading ratio adapts to the data, so a candidate with
   ``sigma`` 1e-3 times the others, or candidates thousands of ``sigma``
   apart, need no more nodes (the accuracy degrades slowly beyond ~6 decades
-  of ``sigma``, see :func:`prob_best`).
+  of ``sigma``; below ``2^-20`` of ``b - a`` the smallest relevant ``sigma`` is
+  beyond the rule's resolution, which :func:`problem_status` reports, see
+  :func:`prob_best`).
 * Products of survival functions are sums of logs. With
   ``L(x) = sum_j log S_j(x)`` (one pass over the candidates), the integrand of
   ``p_i`` at node ``x`` is ``w phi_i S_i^-1 exp(L)``: the node factor
@@ -116,7 +118,8 @@ Status. :class:`KeepCount` carries ``ok`` and ``reason`` (a code of
 replaced), ``EMPTY`` (no valid candidate), ``UNREPRESENTABLE`` (the dtype cannot
 carry the problem: the float spacing of a relevant ``mu`` above ``2^-10`` of its
 ``sigma``, e.g. float32 means ``1e6`` and ``1e6 + 0.003``, which are one number;
-spreads beyond the dtype's range; a shrunk ``sigma`` that overflowed),
+spreads beyond the dtype's range; a ``sigma`` below ``2^-20`` of the window of
+:func:`prob_best`'s rule, which it cannot resolve; a shrunk ``sigma`` that overflowed),
 ``NOT_FINITE``. The functions that return bare arrays or a
 :class:`ConfidenceCurve` (:func:`prob_best`, :func:`confidence_curve`,
 :func:`leader_curve`, :func:`zeta` and the batch forms) have no field for it:

@@ -11,6 +11,7 @@ import jax.numpy as jnp
 from jax import lax
 from jax.typing import ArrayLike
 
+from jaxstop._src import checks
 from jaxstop.confidence import _quadrature  # read through the module: one on_cpu for blocks and steps
 from jaxstop.confidence._curves import ConfidenceCurve, confidence_curve_impl, prob_best_impl
 from jaxstop.confidence._validate import prepare_batch
@@ -27,6 +28,8 @@ def _batch_size(batch: int, n: int, dtype, max_bytes: int | None) -> int:
     blocks and panels, which on CPU beats sharing a step with the slowest of many
     (measured in ``benchmarks/RESULTS.md``); accelerators take steps of 256 MiB.
     """
+    if max_bytes is not None:
+        max_bytes = checks.positive_int(max_bytes, "max_bytes")
     _, order = _quadrature.rule(dtype)
     bs = _quadrature.block_size(n)
     # one step of the panel loop: three (chunk, block) temporaries and the kept
@@ -77,7 +80,7 @@ def prob_best_batch(
         mu: Means, shape (batch, n).
         sigma: Standard deviations, shape (batch, n).
         mask: Candidates to consider, shape (batch, n), bool; all when None.
-        max_bytes: Working-memory target in bytes (a Python int); None means
+        max_bytes: Working-memory target in bytes (a Python int >= 1); None means
             steps of about 256 candidates on CPU (one problem once ``n > 256``)
             and of 256 MiB on accelerators.
 

@@ -17,7 +17,7 @@ from jax import lax
 from jax.typing import ArrayLike
 
 from jaxstop._src import checks, numerics
-from jaxstop.confidence._quadrature import leader_kernel, prob_best_kernel
+from jaxstop.confidence._quadrature import leader_kernel, prob_best_kernel, prob_best_unrepresentable
 from jaxstop.confidence._standardise import ProblemStatus, standardise, status_of
 from jaxstop.confidence._validate import first_bad, is_concrete, prepare, real_array, valid_mask
 
@@ -126,8 +126,7 @@ def effective_mask(mu: ArrayLike, sigma: ArrayLike, mask: ArrayLike | None = Non
 @jax.jit
 def _problem_status_impl(mu, sigma, mask):
     valid = valid_mask(mu, sigma, mask)
-    std = standardise(mu, sigma, valid)
-    return status_of(mask, std.valid, std.unrepresentable)
+    return status_of(mask, standardise(mu, sigma, valid).valid, prob_best_unrepresentable(mu, sigma, valid))
 
 
 def problem_status(mu: ArrayLike, sigma: ArrayLike, mask: ArrayLike | None = None) -> ProblemStatus:
@@ -145,9 +144,11 @@ def problem_status(mu: ArrayLike, sigma: ArrayLike, mask: ArrayLike | None = Non
     * ``UNREPRESENTABLE``: the dtype cannot carry the problem: the float spacing of a
       candidate's ``mu`` that can enter the integrals exceeds ``2^-10`` of its ``sigma``
       (means closer than the spacing are already one number: ``1e6`` and ``1e6 + 0.003``
-      in float32), or a ``sigma`` lies below the dtype's range relative to the largest.
-      The results are then the exact answer for the rounded input, finite and summing
-      to 1, but not to be trusted for the intended one.
+      in float32), or a ``sigma`` lies below the dtype's range relative to the largest,
+      or below ``2^-20`` of the window ``[min (mu - 9 sigma), min (mu + 9 sigma)]`` that
+      :func:`prob_best` integrates over (spreads of ``sigma`` its rule cannot resolve).
+      The results are then finite and sum to 1, but are not to be trusted for the
+      intended problem.
 
     Scale alone is never a reason: every problem is integrated in standard units
     (shifted by the lowest ``mu``, scaled by the largest ``sigma``), so ``mu`` near 1e6
@@ -196,9 +197,13 @@ def prob_best(mu: ArrayLike, sigma: ArrayLike, mask: ArrayLike | None = None) ->
     ``sigma`` 1e-3 of the others, ``mu`` up to 1e4 apart): 5.7e-11 in float64
     (below 1e-12 except with ``sigma`` 1e-3 of the others) and 6.7e-7 in
     float32, the latter including the rounding of the inputs to float32. With
-    ``sigma`` over 6 decades the float64 error is ~1e-8, over 9 decades
-    ~1e-4. The integral is taken in standard units (shifted by the lowest valid
-    ``mu``, scaled by the largest valid ``sigma``; the probabilities do not change),
+    ``sigma`` over 6 decades the float64 error is ~1e-8 (float32 ~3e-6). A
+    smallest relevant ``sigma`` below ``2^-20`` of the window
+    ``min (mu + 9 sigma) - min (mu - 9 sigma)`` is beyond the rule's resolution
+    (errors grow to 1e-3 and more): :func:`problem_status` reports it
+    (``Reason.UNREPRESENTABLE``). The integral is taken in standard units (shifted
+    by the lowest valid ``mu``, scaled by the largest valid ``sigma``; the
+    probabilities do not change),
     so the units of the input do not matter: ``mu`` near 1e6 with ``sigma = 1e-3``
     (float64) or ``sigma = 3e38`` (float32) are as accurate as ``mu`` near 0.
 
@@ -383,6 +388,12 @@ def _prob_better_impl(ma, sa, mb, sb):
     ok = jnp.isfinite(ma) & jnp.isfinite(mb) & jnp.isfinite(sa) & jnp.isfinite(sb)
     ok = ok & (sa >= 0) & (sb >= 0)
     ma, mb, sa, sb = (checks.inert_rows(v, ok, 0.0) for v in (ma, mb, sa, sb))
+    # Near the top of the dtype's range mu_b - mu_a and hypot(sigma_a, sigma_b) can
+    # overflow (inf / inf = NaN): z is then taken on the halved values, exactly (a
+    # halving is exact there) and both halves are below the largest float.
+    big = jnp.maximum(jnp.maximum(jnp.abs(ma), jnp.abs(mb)), jnp.maximum(sa, sb))
+    half = jnp.where(big > jnp.finfo(ma.dtype).max / 4, 0.5, 1.0).astype(ma.dtype)
+    ma, mb, sa, sb = ma * half, mb * half, sa * half, sb * half
     s = jnp.hypot(sa, sb)
     pos = s > 0
     z = (mb - ma) / jnp.where(pos, s, 1.0)

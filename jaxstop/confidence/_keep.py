@@ -19,7 +19,7 @@ from jaxstop._src import checks
 from jaxstop._src.batching import gated_cond
 from jaxstop._src.status import Reason, all_finite, first_reason
 from jaxstop.confidence._curves import curve_from_sorted, normalise, sort_order
-from jaxstop.confidence._quadrature import leader_kernel, prob_best_kernel
+from jaxstop.confidence._quadrature import leader_kernel, prob_best_kernel, prob_best_unrepresentable
 from jaxstop.confidence._validate import is_concrete, prepare, prepare_delta, real_array, valid_mask
 
 # Shrunk sigma in zeta never goes below this fraction of sigma.
@@ -55,10 +55,11 @@ class KeepCount(NamedTuple):
             it had to be.
         reason: Why ``ok`` is False, an int32 code of ``jaxstop._src.status.Reason``
             (the first that applies): ``BAD_INPUT`` (``num_invalid > 0``,
-            ``num_bad_delta > 0`` or a non-finite ``round_budget``), ``EMPTY`` (no valid
+            ``num_bad_delta > 0`` or a negative or non-finite ``round_budget``), ``EMPTY`` (no valid
             candidate), ``UNREPRESENTABLE`` (the dtype cannot carry the problem: the
             float spacing of a relevant ``mu`` above ``2^-10`` of its ``sigma``, spreads
-            beyond the dtype's range, or a shrunk ``sigma`` that overflowed; see the
+            beyond the dtype's range or beyond the resolution of :func:`prob_best`'s
+            rule, or a shrunk ``sigma`` that overflowed; see the
             package docstring), ``NOT_FINITE`` (a non-finite value in ``tau``, ``curve``,
             ``cost``, ``gain`` or ``zeta``); ``OK`` (0) otherwise.
     """
@@ -100,10 +101,10 @@ def _terms(mu_s, sigma_s, valid_s, delta_s):
     """``(p, zeta, unrepresentable)`` of candidates sorted by mu (valid first): the
     normalised probabilities of being the best, zeta for k = 1..n, and whether the problem
     before or after the shrinkage could not be represented (prob_best integrates the same
-    problem as the first)."""
+    problem as the first, and reports whether its rule resolves it)."""
     p_s = normalise(prob_best_kernel(mu_s, sigma_s, valid_s))
     zeta_k, unrep = _zeta_sorted(mu_s, sigma_s, valid_s, delta_s)
-    return p_s, zeta_k, unrep
+    return p_s, zeta_k, unrep | prob_best_unrepresentable(mu_s, sigma_s, valid_s)
 
 
 def bucket_sizes(n: int) -> tuple[int, ...]:
@@ -212,8 +213,8 @@ def _keep_count_impl(mu, sigma, delta, round_budget, mask, rule):
     droppable = (k >= 2) & in_range
     kf = k.astype(dtype)
     r = jnp.asarray(round_budget, dtype)
-    r_finite = jnp.isfinite(r)
-    r = jnp.where(r_finite, r, jnp.zeros((), dtype))
+    r_ok = jnp.isfinite(r) & (r >= 0)  # the eager check of keep_count, as data
+    r = jnp.where(r_ok, r, jnp.zeros((), dtype))
     gain = jnp.where(droppable, r * zeta_k / jnp.maximum(kf * (kf - 1.0), 1.0), 0.0)
     cost = jnp.where(in_range, p_s, 0.0)
 
@@ -222,7 +223,7 @@ def _keep_count_impl(mu, sigma, delta, round_budget, mask, rule):
     keep = jnp.zeros((n,), bool).at[order].set(keep_sorted)
     finite = all_finite(tau, curve, cost, gain, zeta_k)
     reason = first_reason(
-        ((num_invalid > 0) | (num_bad_delta > 0) | ~r_finite, Reason.BAD_INPUT),
+        ((num_invalid > 0) | (num_bad_delta > 0) | ~r_ok, Reason.BAD_INPUT),
         (num_valid == 0, Reason.EMPTY),
         (unrep, Reason.UNREPRESENTABLE),
         (~finite, Reason.NOT_FINITE),
@@ -355,7 +356,7 @@ def keep_count(
             shape (n,) in the input order (e.g. :func:`window_delta_sigma`).
         round_budget: ``R``, the budget of one round in the units of
             ``delta_sigma`` (e.g. epochs), scalar, >= 0 (inside ``jax.jit`` a
-            non-finite value counts as 0).
+            negative or non-finite value counts as 0, with ``reason = BAD_INPUT``).
         mask: Candidates in play, shape (n,), bool; all when None.
         rule: ``"argmax"`` or ``"crossing"``, see above.
 

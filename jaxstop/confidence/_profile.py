@@ -16,6 +16,7 @@ from jax.typing import ArrayLike
 
 from jaxstop._src import checks
 from jaxstop._src.status import Reason, all_finite, first_reason
+from jaxstop.confidence._window import masked_std
 
 __all__ = ["PHASE_FRACTIONS", "Profile", "default_breakpoints", "delta_sigma_profile"]
 
@@ -90,14 +91,9 @@ def _candidate_sigma(curves, real, window: int):
     pos = jnp.clip(idx, 0, t_max - 1)
     vals = curves[:, pos]  # (m, T, w)
     ok = inside[None, :, :] & observed[:, pos]
-    zero = jnp.zeros((), curves.dtype)
-    vals = jnp.where(ok, vals, zero)
-    cnt = jnp.sum(ok, axis=2)
-    mean = jnp.sum(vals, axis=2) / jnp.maximum(cnt, 1).astype(curves.dtype)
-    dev = jnp.where(ok, vals - mean[:, :, None], zero)
-    var = jnp.sum(dev * dev, axis=2) / jnp.maximum(cnt - 1, 1).astype(curves.dtype)
+    std, cnt = masked_std(vals, ok, 1)
     defined = observed & (cnt >= 2)
-    return jnp.where(defined, jnp.sqrt(var), zero), defined
+    return jnp.where(defined, std, jnp.zeros((), curves.dtype)), defined
 
 
 def _line(t, y, w):

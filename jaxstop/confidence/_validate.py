@@ -26,7 +26,10 @@ def real_array(x, name: str) -> jax.Array | np.ndarray:
     if isinstance(x, (jax.core.Tracer, jax.Array, np.ndarray)):
         arr = x
     else:
-        arr = jnp.asarray(x)
+        try:
+            arr = jnp.asarray(x)
+        except (TypeError, ValueError) as err:  # None, strings, ragged lists
+            raise TypeError(f"{name} must be an array of real numbers, got {type(x).__name__}: {err}") from err
     if arr.dtype == jnp.bool_ or not (
         jnp.issubdtype(arr.dtype, jnp.floating) or jnp.issubdtype(arr.dtype, jnp.integer)
     ):
@@ -39,8 +42,15 @@ def first_bad(bad: np.ndarray) -> int:
     return int(np.flatnonzero(bad.ravel())[0])
 
 
-def prepare(mu, sigma, mask):
-    """Validate (mu, sigma, mask) of one problem; returns float arrays and a bool mask."""
+def _at(i: int, shape) -> str:
+    """``[i]`` of a flat index, as ``[row, column]`` for a batch of problems of ``shape``."""
+    return str([int(j) for j in np.unravel_index(i, shape)]) if shape is not None else f"[{i}]"
+
+
+def prepare(mu, sigma, mask, *, batch_shape=None):
+    """Validate (mu, sigma, mask) of one problem; returns float arrays and a bool mask.
+
+    ``batch_shape``: the shape of a batch flattened into ``mu`` (error messages index it)."""
     mu = real_array(mu, "mu")
     sigma = real_array(sigma, "sigma")
     if mu.ndim != 1:
@@ -71,12 +81,12 @@ def prepare(mu, sigma, mask):
         bad_mu = m & ~np.isfinite(mu_np)
         if bad_mu.any():
             i = first_bad(bad_mu)
-            raise ValueError(f"mu must be finite where mask is True, got mu[{i}] = {mu_np[i]}")
+            raise ValueError(f"mu must be finite where mask is True, got mu{_at(i, batch_shape)} = {mu_np[i]}")
         bad_s = m & ~(np.isfinite(s_np) & (s_np > 0))
         if bad_s.any():
             i = first_bad(bad_s)
             raise ValueError(
-                f"sigma must be positive and finite where mask is True, got sigma[{i}] = {s_np[i]}"
+                f"sigma must be positive and finite where mask is True, got sigma{_at(i, batch_shape)} = {s_np[i]}"
             )
     return mu, sigma, mask
 
@@ -92,11 +102,14 @@ def prepare_batch(mu, sigma, mask):
         raise ValueError(f"mu must have shape (batch, n), got shape {mu.shape}")
     if sigma.shape != mu.shape:
         raise ValueError(f"mu and sigma must have the same shape, got {mu.shape} and {sigma.shape}")
+    if 0 in mu.shape:
+        raise ValueError(f"mu must hold at least one problem of at least one candidate, got shape {mu.shape}")
     if mask is not None:
         mask = mask if isinstance(mask, (jax.core.Tracer, np.ndarray)) else jnp.asarray(mask)
         if mask.shape != mu.shape:
             raise ValueError(f"mask must have the same shape as mu {mu.shape}, got {mask.shape}")
-    flat = prepare(mu.reshape(-1), sigma.reshape(-1), None if mask is None else mask.reshape(-1))
+    flat = prepare(mu.reshape(-1), sigma.reshape(-1), None if mask is None else mask.reshape(-1),
+                   batch_shape=mu.shape)
     return tuple(a.reshape(mu.shape) for a in flat)
 
 

@@ -9,9 +9,29 @@ import jax
 import jax.numpy as jnp
 from jax.typing import ArrayLike
 
+from jaxstop.confidence._standardise import _inverse_power_of_two
 from jaxstop.confidence._validate import prepare_window
 
 _DELTA_KINDS = ("std", "variance")
+
+
+def masked_std(vals, ok, ddof: int):
+    """``(std, count)`` over the last axis of the entries ``ok`` marks (``ddof`` delta
+    degrees of freedom; std 0 where ``count <= ddof``).
+
+    The sums run on the values scaled by the power of two just above their largest
+    magnitude (exact: the same bits as unscaled wherever no intermediate overflows), so
+    float32 losses near 1e30, whose squares overflow, give their finite std.
+    """
+    zero = jnp.zeros((), vals.dtype)
+    vals = jnp.where(ok, vals, zero)
+    inv = _inverse_power_of_two(jnp.max(jnp.abs(vals), axis=-1))[..., None]
+    vals = vals * inv
+    cnt = jnp.sum(ok, axis=-1)
+    mean = jnp.sum(vals, axis=-1) / jnp.maximum(cnt, 1).astype(vals.dtype)
+    dev = jnp.where(ok, vals - mean[..., None], zero)
+    var = jnp.sum(dev * dev, axis=-1) / jnp.maximum(cnt - ddof, 1).astype(vals.dtype)
+    return jnp.where(cnt > ddof, jnp.sqrt(var) / inv[..., 0], zero), cnt
 
 
 def _window_stats(losses, epochs, window: int, ddof: int):
@@ -21,15 +41,8 @@ def _window_stats(losses, epochs, window: int, ddof: int):
     idx = e[:, None] - window + jnp.arange(window)[None, :]
     inside = idx >= 0
     vals = jnp.take_along_axis(losses, jnp.clip(idx, 0, t - 1), axis=1)
-    ok = inside & jnp.isfinite(vals)
-    cnt = jnp.sum(ok, axis=1)
-    zero = jnp.zeros((), losses.dtype)
-    vals = jnp.where(ok, vals, zero)
-    mean = jnp.sum(vals, axis=1) / jnp.maximum(cnt, 1).astype(losses.dtype)
-    dev = jnp.where(ok, vals - mean[:, None], zero)
-    var = jnp.sum(dev * dev, axis=1) / jnp.maximum(cnt - ddof, 1).astype(losses.dtype)
-    enough = cnt > ddof
-    return jnp.where(enough, jnp.sqrt(var), zero), enough
+    std, cnt = masked_std(vals, inside & jnp.isfinite(vals), ddof)
+    return std, cnt > ddof
 
 
 @functools.partial(jax.jit, static_argnames=("window", "ddof"))
