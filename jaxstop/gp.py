@@ -157,6 +157,8 @@ def params(
     _checks.check_rank(lengthscales, 1, "lengthscales", "(one per input dimension)")
     _checks.check_rank(noise, 0, "noise", "(a scalar)")
     _checks.check_rank(mean, 0, "mean", "(a scalar)")
+    if _checks.is_concrete(mean) and not bool(jnp.isfinite(mean)):
+        raise ValueError(f"mean must be finite, got {float(mean)!r}")
     _checks.positive_scalar(amplitude, "amplitude")
     _checks.positive_scalar(lengthscales, "lengthscales")
     _checks.positive_scalar(noise, "noise")
@@ -295,7 +297,8 @@ def posterior(p: GPParams, X: ArrayLike, y: ArrayLike, mask: ArrayLike | None = 
         the result is then, up to rounding, the posterior of a model with that much more
         noise.
         ``ok`` is False, with ``reason``, when a real row of ``X`` or ``y`` or a
-        parameter is not finite (``BAD_INPUT``, inside ``jit``), the factor is not
+        parameter is not finite or a real row of ``X`` leaves the unit cube
+        (``BAD_INPUT``, inside ``jit``), the factor is not
         finite (``NOT_FINITE``) or still inaccurate (``ILL_CONDITIONED``).
 
     Raises:
@@ -476,15 +479,16 @@ def fit(
         When no start gives a finite objective (e.g. no real rows and ``prior=False``:
         nothing is identified) the first start comes back with ``info.ok`` False
         (``info.reason``: ``EMPTY`` without real rows, else ``NOT_FINITE``). Inside
-        ``jit`` a non-finite value on a real row of ``X`` or ``y`` or in ``init`` gives
-        ``info.ok`` False with ``Reason.BAD_INPUT`` (and finite parameters: a start).
+        ``jit`` a non-finite value on a real row of ``X`` or ``y`` or in ``init``, or a real
+        row of ``X`` outside the unit cube, gives ``info.ok`` False with ``Reason.BAD_INPUT`` (and finite parameters: a start).
         Padded rows are inert whatever they hold (NaN, inf, 1e30): the fit is the same,
         bit for bit, as with any other values there.
 
     Raises:
         ValueError: Concrete ``X`` outside [0, 1] or not finite, non-finite ``y`` on a
             real row, wrong shapes, invalid settings.
-        TypeError: float16 / bfloat16 ``X``, ``y`` or ``init`` (naming it).
+        TypeError: float16 / bfloat16 ``X``, ``y`` or ``init`` (naming it), a ``key`` that is
+            not a PRNG key, an ``optimizer`` that is not an optax transformation.
         ValueError: ``init`` carries a warping but ``warping`` is False.
 
     Batched and single fits:
@@ -531,6 +535,12 @@ def fit(
         raise ValueError("key is required when num_restarts > 1")
     if key is None:
         key = jax.random.key(0)
+    else:
+        _checks.check_key(key)
+    if optimizer is not None and not (callable(getattr(optimizer, "init", None))
+                                      and callable(getattr(optimizer, "update", None))):
+        raise TypeError(f"optimizer must be an optax gradient transformation (e.g. optax.adam(1e-2)) or None, "
+                        f"got {type(optimizer).__name__}")
     warping = bool(warping)
     if init is None:
         init = _core.default_init(X.shape[1], X.dtype, warping)

@@ -394,3 +394,38 @@ def test_batched_and_single_float32_fits_agree_as_documented():
     for fit, Fi in zip((one, two), F):
         assert abs(float(fit.info.objective) - Fi) <= rounding
     assert abs(float(one.info.objective) - float(two.info.objective)) <= 2 * sum(gaps) + 2 * rounding
+
+
+# ------------------------------------------------------------ adversarial inputs
+def test_out_of_cube_inputs_inside_jit_are_bad_input():
+    """Inside jit a real row of X outside the unit cube is BAD_INPUT for the posterior and the
+    fit (gp_fit.bad_input, its status), as a non-finite one is and as gp.predict already
+    reported for its queries (before: ok True); a padded row outside it is inert; eagerly
+    the same X raises naming it."""
+    X, z = smooth_study(n=6, dtype=np.float64)
+    p = gp.params(1.0, [0.4, 0.6], 1e-2)
+    post = jax.jit(gp.posterior)
+    fit_bad = jax.jit(gp_fit.bad_input)
+    real, padded = np.ones(6, bool), np.arange(6) != 3
+    assert bool(post(p, X, z, real).ok) and not bool(fit_bad(X, z, real, p))
+    for bad in (1.5, -0.25):
+        Xb = X.copy()
+        Xb[3, 1] = bad
+        assert int(post(p, Xb, z, real).reason) == Reason.BAD_INPUT
+        assert bool(fit_bad(Xb, z, real, p)) and not bool(fit_bad(Xb, z, padded, p))
+        leaves_equal(post(p, Xb, z, padded), post(p, X, z, padded))
+        with pytest.raises(ValueError, match="^X must lie in the unit cube"):
+            gp.posterior(p, Xb, z)
+
+
+def test_bad_settings_name_the_argument():
+    """gp.fit's key and optimizer, gp.params' mean: TypeError / ValueError naming them
+    (before: JAX's 'invalid PRNG key data', "'str' object has no attribute 'init'", and a
+    GPParams holding mean = inf)."""
+    X, z = smooth_study(n=6, dtype=np.float64)
+    with pytest.raises(TypeError, match="^key must be a PRNG key"):
+        gp.fit(X, z, num_restarts=2, key=0)
+    with pytest.raises(TypeError, match="^optimizer must be an optax"):
+        gp.fit(X, z, optimizer="adam")
+    with pytest.raises(ValueError, match="^mean must be finite"):
+        gp.params(1.0, [0.5], 1e-2, mean=np.inf)

@@ -471,3 +471,91 @@ def test_half_precision_is_rejected_everywhere_naming_the_argument(dtype):
     for name, call in _dtype_calls(h):
         with pytest.raises(TypeError, match=rf"^{name} has unsupported dtype"):
             call()
+
+
+# ------------------------------------------------------------ adversarial inputs
+def test_out_of_cube_inputs_inside_jit_are_status_and_concrete_ones_raise():
+    """The unit cube is the domain of every input (gp_core.in_unit_cube): inside jit an
+    evaluated point or candidate outside it is BAD_INPUT, a query row outside it NaN (EI,
+    PI, confidence bounds), as a non-finite one is; with concrete inputs all raise naming
+    the argument. (Before, traced rows at 3 or 1e6 gave ok True and finite numbers.)"""
+    X, y, cand = fit_data()
+    post = gp.posterior(gp.params(1.0, [0.3, 0.3], 1e-3), X, y)
+    bound = jax.jit(lambda Xe, c: regret.regret_bound(post, Xe, None, c, 2.0))
+    for Xe, c in ((X * 3, cand), (X, cand * 1e6), (X, -cand)):
+        rb = bound(Xe, c)
+        assert not bool(rb.ok) and int(rb.reason) == Reason.BAD_INPUT and float(rb.bound) == np.inf
+    assert bool(bound(X, cand).ok)
+    Xq = np.stack([X[0], [0.5, 3.0]])
+    ei = jax.jit(regret.expected_improvement)(post, Xq, 0.0)
+    lcb, _ = jax.jit(regret.confidence_bounds)(post, Xq, 1.0)
+    assert np.isfinite(ei[0]) and np.isnan(ei[1]) and np.isfinite(lcb[0]) and np.isnan(lcb[1])
+    for call in (lambda: regret.expected_improvement(post, Xq, 0.0),
+                 lambda: regret.probability_of_improvement(post, Xq, 0.0),
+                 lambda: regret.confidence_bounds(post, Xq, 1.0)):
+        with pytest.raises(ValueError, match="^X must lie in the unit cube"):
+            call()
+    fb = fit_traced()(np.where(np.arange(N)[:, None] == 0, 2.0, X), y, np.ones(N, bool))
+    assert int(fb.reason) == Reason.BAD_INPUT
+
+
+def test_beta_is_finite_for_every_representable_t():
+    """beta = 2 scale log(size t^2 pi^2 / (6 delta)) as a sum of logs: t^2 overflowed to inf
+    for t above 1e154 (float64) or 1.8e19 (float32), and underflowed to log 0 below their
+    square roots. Closed form from math.log (no overflow in Python's log of a float)."""
+    for t, dtype, rtol in ((1e200, np.float64, 1e-14), (1e-200, np.float64, 1e-14), (1e30, np.float32, 1e-6)):
+        want = 0.2 * 2 * (math.log(3.0) + 2 * math.log(t) + math.log(math.pi**2 / 6 / 0.1))
+        got = regret.beta(np.asarray(t, dtype), np.asarray(3.0, dtype))
+        assert got.dtype == dtype
+        np.testing.assert_allclose(float(got), want, rtol=rtol)
+    with pytest.raises(ValueError, match="^t and size must broadcast"):
+        regret.beta(np.ones(3), np.ones(2))
+
+
+def test_structural_errors_name_the_argument():
+    """No rows, an integer seed for a key, a NaN tolerance: ValueError / TypeError naming the
+    argument (before: 'zero-size array to reduction', 'attempt to get argmax of an empty
+    sequence', JAX's 'invalid PRNG key data', a silent NaN conv_rtol)."""
+    X, y, cand = fit_data()
+    post = gp.posterior(gp.params(1.0, [0.3, 0.3], 1e-3), X, y)
+    none, n = np.zeros((0, D)), jnp.arange(1, 4)
+    calls = [
+        (ValueError, "^X must have at least one row", lambda: regret.fit_regret_bound(KEY, none, np.zeros(0))),
+        (ValueError, "^X_eval must have at least one row", lambda: regret.regret_bound(post, none, None, cand, 1.0)),
+        (ValueError, "^configs must have at least one row",
+         lambda: regret.replay(KEY, none, np.zeros(0), np.zeros((0, 3)))),
+        (ValueError, "^bound must have at least one row",
+         lambda: regret.stop_iterations(np.zeros(0), np.zeros(0), np.zeros(0), np.zeros(0, int))),
+        (ValueError, "^best_so_far must have at least one row", lambda: regret.convergence_stop(np.zeros(0), 2)),
+        (TypeError, "^key must be a PRNG key", lambda: regret.fit_regret_bound(0, X, y)),
+        (TypeError, "^key must be a PRNG key", lambda: regret.regret_bound(post, X, None, 8, 1.0, key=0)),
+        (ValueError, "^conv_rtol must be", lambda: regret.stop_iterations(n * 1.0, n * 1.0, n * 1.0, n,
+                                                                           conv_rtol=float("nan"))),
+    ]
+    for err, match, call in calls:
+        with pytest.raises(err, match=match):
+            call()
+
+
+def test_optuna_terminator_fits_the_gp_its_options_name():
+    """RegretBoundTerminator with FitOptions(warping=True): the start and curvature it passes
+    are those the warped fit takes (before: a (d+3)-square curvature against the warped
+    fit's (3d+3): fit_regret_bound raised about init_inv_hessian from inside
+    study.optimize); an unknown prior is named at once (before: a KeyError). The fit's own
+    checks are the oracle: they run while tracing (eval_shape: nothing is compiled)."""
+    import optuna
+
+    from jaxstop.integrations.optuna import RegretBoundTerminator
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
+    study.optimize(lambda t: t.suggest_float("x", 0, 1) ** 2, n_trials=4)
+    term = RegretBoundTerminator(min_n_trials=1, threshold=0.0, candidates=8, min_capacity=8,
+                                 options=regret.FitOptions(fit_steps=2, refine_steps=0, warping=True))
+    i = term.inputs(study)
+    out = jax.eval_shape(lambda: regret.fit_regret_bound(
+        i.key, i.X, i.y, i.mask, init=i.init, init_inv_hessian=i.init_inv_hessian, dim_mask=i.dim_mask,
+        candidates=i.candidates, fraction=i.fraction, min_points=i.min_points, beta_t=i.beta_t, options=i.options))
+    assert out.params.warped and out.inv_hessian.shape == i.init_inv_hessian.shape
+    with pytest.raises(ValueError, match="^options.prior must be one of"):
+        RegretBoundTerminator(options=regret.FitOptions(prior="gaussian"))

@@ -53,6 +53,8 @@ __all__ = [
     "predict_checked",
     "predict_train",
     "predict_chunked",
+    "in_unit_cube",
+    "real_inputs_valid",
     "standardize",
     "default_init",
     "check_params",
@@ -135,7 +137,8 @@ class Posterior(NamedTuple):
             ``y`` and the parameters are finite, and the factor is finite and accurate
             (:func:`jaxstop._src.gp_likelihood.factor_accurate`).
         reason: Why not, an int32 :class:`jaxstop.Reason` code, shape ():
-            ``BAD_INPUT`` (a non-finite value on a real row or in the parameters),
+            ``BAD_INPUT`` (a non-finite value on a real row or in the parameters, a real
+            row of ``X`` outside the unit cube),
             ``NOT_FINITE`` (the factor or ``alpha`` is not finite), ``ILL_CONDITIONED``
             (finite but inaccurate even after the jitter), ``OK``.
     """
@@ -272,9 +275,23 @@ def base_jitter(p: GPParams, dtype):
     return 10 * jnp.finfo(dtype).eps * jnp.exp(p.log_amplitude)
 
 
+def in_unit_cube(X):
+    """Per row of ``X`` (shape (..., d)), whether every entry is finite and in ``[0, 1]``:
+    the domain of every input of the GP (traceable). The one test of an input row that the
+    posterior, the fit, the predictions and the regret bound apply inside ``jit``, where the
+    public functions' eager check (:func:`jaxstop._src.checks.check_unit_cube`) cannot run."""
+    return jnp.all(jnp.isfinite(X) & (X >= 0) & (X <= 1), axis=-1)
+
+
+def real_inputs_valid(X, mask):
+    """Whether every real row (``mask``) of ``X`` is :func:`in_unit_cube`, shape ()."""
+    return jnp.all(in_unit_cube(X) | ~jnp.asarray(mask, bool))
+
+
 def _bad_input(p: GPParams, X, y, mask):
-    """Whether a real row of ``X`` or ``y``, or a parameter, is not finite (shape ())."""
-    return ~(gp_likelihood.real_finite(X, mask) & gp_likelihood.real_finite(y, mask) & status.all_finite(p))
+    """Whether a real row of ``X`` is not finite or leaves the unit cube, a real ``y`` is not
+    finite, or a parameter is not finite (shape ())."""
+    return ~(real_inputs_valid(X, mask) & gp_likelihood.real_finite(y, mask) & status.all_finite(p))
 
 
 def _with_status(post: Posterior, bad_input, accurate) -> Posterior:
@@ -348,7 +365,7 @@ def predict_checked(post: Posterior, Xq) -> Prediction:
     """:func:`predict` with a status: rows of ``Xq`` that are not finite or leave the unit
     cube, and every row when ``post.ok`` is False, are NaN (``Prediction.ok`` False there);
     they are made inert before any arithmetic."""
-    valid = jnp.all(jnp.isfinite(Xq) & (Xq >= 0) & (Xq <= 1), axis=1) & post.ok
+    valid = in_unit_cube(Xq) & post.ok
     mean, var = predict(post, checks.inert_rows(Xq, valid, 0))
     nan = jnp.asarray(jnp.nan, mean.dtype)
     return Prediction(jnp.where(valid, mean, nan), jnp.where(valid, var, nan))

@@ -75,7 +75,8 @@ class FitInfo(NamedTuple):
         ok: Whether the fit is usable, shape () bool: the same as ``finite`` (the status
             field every fallible result has; ``finite`` is kept as its old name).
         reason: Why not, an int32 :class:`jaxstop.Reason` code, shape ():
-            ``BAD_INPUT`` (a real row of ``X`` or ``y``, or the start, is not finite),
+            ``BAD_INPUT`` (a real row of ``X`` or ``y``, or the start, is not finite, or a
+            real row of ``X`` leaves the unit cube),
             ``EMPTY`` (no real rows and nothing else identifies the parameters),
             ``NOT_FINITE`` (no start reached a finite objective), ``OK``.
     """
@@ -100,8 +101,10 @@ def fit_info(objective, finite, restart, mask, steps, bad_input) -> FitInfo:
 
 
 def bad_input(X, y, mask, *params) -> jax.Array:
-    """Whether a real row of ``X`` or ``y`` or a leaf of ``params`` is not finite, shape ()."""
-    return ~(gp_likelihood.real_finite(X, mask) & gp_likelihood.real_finite(y, mask) & status.all_finite(params))
+    """Whether a real row of ``X`` is not finite or leaves the unit cube
+    (:func:`jaxstop._src.gp_core.in_unit_cube`), a real ``y`` or a leaf of ``params`` is not
+    finite, shape ()."""
+    return ~(gp_core.real_inputs_valid(X, mask) & gp_likelihood.real_finite(y, mask) & status.all_finite(params))
 
 
 def lml_parts(p: GPParams, X, y, mask):

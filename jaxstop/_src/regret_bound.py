@@ -11,7 +11,8 @@ Shared by :mod:`jaxstop.regret` (its public, validating layer) and
 :mod:`jaxstop.policies.auto_termination` (through :mod:`jaxstop._src.termination`).
 
 Data problems are values, never exceptions: an argument outside its domain (``t <= 0``,
-a negative ``beta``, a non-finite ``best``, a NaN query row) gives NaN in a bare array
+a negative ``beta``, a non-finite ``best``, a query row not finite or outside the unit
+cube) gives NaN in a bare array
 and ``ok = False`` with a :class:`jaxstop._src.status.Reason` in a :class:`RegretBound`
 (:func:`jaxstop._src.status.first_reason` combines the checks); padded rows are made inert
 (:func:`jaxstop._src.checks.inert_rows`) before any arithmetic.
@@ -64,7 +65,8 @@ class RegretBound(NamedTuple):
             ``beta >= 0``, the real rows of the evaluated points and the candidates
             finite, the posterior usable, at least one evaluated point real.
         reason: Why not, an int32 :class:`jaxstop.Reason` code, shape (): ``BAD_INPUT``
-            (a negative or NaN ``beta``, a non-finite real evaluated point or candidate),
+            (a negative, infinite or NaN ``beta``, a real evaluated point or a candidate
+            not finite or outside the unit cube),
             the posterior's own reason when it is not ``ok``, ``EMPTY`` (no real evaluated
             point), ``NOT_FINITE`` (a field overflowed or is NaN), ``UNREPRESENTABLE``
             (:func:`jaxstop.regret.fit_regret_bound`: finite on the standardised scale but
@@ -99,18 +101,18 @@ def beta(t, size, delta, scale):
              & jnp.isfinite(scale) & (scale > 0))
     t, size = jnp.where(valid, t, 1), jnp.where(valid, size, 1)
     delta, scale = jnp.where(valid, delta, 1), jnp.where(valid, scale, 1)
-    value = scale * 2.0 * jnp.log(size * jnp.square(t) * (math.pi**2 / 6.0) / delta)
-    return jnp.where(valid, value, jnp.nan)
+    # the log of the product as a sum of logs: t^2 would overflow for t above the square
+    # root of the dtype's range (1e154 in float64, 1.8e19 in float32) and underflow below it
+    log_arg = jnp.log(size) + 2.0 * jnp.log(t) + (math.log(math.pi**2 / 6.0) - jnp.log(delta))
+    return jnp.where(valid, scale * 2.0 * log_arg, jnp.nan)
 
 
 def moments(post, X):
     """Latent mean and variance at the rows of ``X`` (shape (m, d)): NaN on rows that are
-    not finite (made inert before the kernel) and everywhere when ``post.ok`` is False;
-    the one prediction of the public EI, PI and confidence bounds."""
-    rows = jnp.all(jnp.isfinite(X), axis=1) & post.ok
-    mean, var = gp_core.predict(post, checks.inert_rows(X, rows, 0))
-    nan = jnp.asarray(jnp.nan, mean.dtype)
-    return jnp.where(rows, mean, nan), jnp.where(rows, var, nan)
+    not finite or leave the unit cube (made inert before the kernel) and everywhere when
+    ``post.ok`` is False (:func:`jaxstop._src.gp_core.predict_checked`); the one prediction
+    of the public EI, PI and confidence bounds."""
+    return tuple(gp_core.predict_checked(post, X))
 
 
 def confidence_bounds(post, X, beta):
@@ -250,11 +252,6 @@ def refine(post, sqrt_beta, x0, dim_mask, steps: int):
     return x, mean - sqrt_beta * jnp.sqrt(jnp.maximum(var, tiny))
 
 
-def _real_finite(x, mask):
-    """Whether every entry of the rows of ``x`` that ``mask`` marks real is finite, shape ()."""
-    return jnp.all(jnp.where(mask.reshape(mask.shape + (1,) * (x.ndim - 1)), jnp.isfinite(x), True))
-
-
 def smallest(v, k: int):
     """Indices of the ``k`` smallest entries of ``v``, ascending, ties to the lower index
     (``lax.top_k(-v, k)``'s order) by ``k`` rounds of min reductions, which XLA:CPU runs
@@ -294,7 +291,8 @@ def bound_core(post, X_eval, mask, cand, beta, dim_mask, best, *,
     ``reason``) covers every field; ``bound`` is ``+inf`` when it is not ``ok``."""
     dt = X_eval.dtype
     inf = jnp.asarray(jnp.inf, dt)
-    bad_input = ~((beta >= 0) & _real_finite(X_eval, mask) & status.all_finite(cand))
+    bad_input = ~((beta >= 0) & jnp.isfinite(beta) & gp_core.real_inputs_valid(X_eval, mask)
+                  & jnp.all(gp_core.in_unit_cube(cand)))
     X_eval = checks.inert_rows(X_eval, mask, 0)
     sb = jnp.sqrt(jnp.where(beta >= 0, beta, jnp.nan)).astype(dt)
     m = cand.shape[0]

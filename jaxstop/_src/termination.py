@@ -262,7 +262,8 @@ def fit_and_bound(key, X, y, avail, init, cand, dim_mask, size, delta, scale, cf
     """Top set -> standardise -> ML-II fit (warm start ``init``, ``init_h``) -> Eq. (8); one study.
 
     Rows that ``avail`` marks unavailable are inert. A non-finite value on an available
-    row is left out of the computation and reported (``Reason.BAD_INPUT``); so is a
+    row, or an ``X`` row outside the unit cube, is left out of the computation and reported
+    (``Reason.BAD_INPUT``); so is a
     ``beta`` that (``size``, ``delta``, ``scale``) do not define. The status
     (:class:`FittedBound` ``.ok`` / ``.reason``) checks, in order: bad input, no available
     row (``EMPTY``), the standardisation (``UNREPRESENTABLE``: the spread of ``y`` beyond
@@ -282,7 +283,7 @@ def _grouped_fit_and_bound(cfg: FitConfig):
 
 def _fit_and_bound_one(key, X, y, avail, init, cand, dim_mask, size, delta, scale, init_h, *, cfg: FitConfig):
     dt = X.dtype
-    finite_rows = jnp.isfinite(y) & jnp.all(jnp.isfinite(X), axis=1)
+    finite_rows = jnp.isfinite(y) & gp_core.in_unit_cube(X)
     bad_rows = jnp.any(avail & ~finite_rows)
     avail = avail & finite_rows
     X, y = checks.inert_rows(X, avail, 0), checks.inert_rows(y, avail, 0)

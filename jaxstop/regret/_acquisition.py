@@ -9,7 +9,7 @@ import jax.numpy as jnp
 from jax.typing import ArrayLike
 
 from jaxstop import gp
-from jaxstop._src import regret_bound as _rb
+from jaxstop._src import checks as _checks, regret_bound as _rb
 from jaxstop.regret import _args
 
 
@@ -17,7 +17,7 @@ def _arguments(posterior, X, best):
     """The checked ``(X, best)`` of EI and PI."""
     _args.check_posterior(posterior)
     X = _args.points(X, "X", posterior.X.shape[1], posterior.X.dtype)
-    _args.finite_points(X, "X")
+    _checks.check_unit_cube(X, "X")
     best = _args.finite_scalar(best, "best", posterior.X.dtype)
     return X, best
 
@@ -33,17 +33,18 @@ def expected_improvement(posterior: gp.Posterior, X: ArrayLike, best: ArrayLike)
 
     Args:
         posterior: A :class:`jaxstop.gp.Posterior`.
-        X: Query points, shape (m, d).
+        X: Query points in the unit cube, shape (m, d).
         best: Incumbent value on the posterior's scale, a finite scalar.
 
     Returns:
         EI at each point, shape (m,), >= 0 (NaN where undefined, see below).
 
     Non-finite values and dtypes:
-        * Concrete inputs: a non-finite ``best`` or query point raises ``ValueError``
-          naming the argument.
+        * Concrete inputs: a non-finite ``best``, a query point not finite or outside the
+          unit cube raise ``ValueError`` naming the argument.
         * Traced inputs (inside ``jit`` / ``vmap``): a non-finite ``best`` gives NaN at every
-          point, a non-finite row of ``X`` NaN at that row (made inert before the kernel),
+          point, a row of ``X`` not finite or outside the unit cube NaN at that row (made
+          inert before the kernel),
           and a posterior that is not ``ok`` NaN everywhere: no number that looks valid.
         * float16 / bfloat16 inputs raise ``TypeError`` naming the argument.
 
@@ -66,17 +67,18 @@ def probability_of_improvement(posterior: gp.Posterior, X: ArrayLike, best: Arra
 
     Args:
         posterior: A :class:`jaxstop.gp.Posterior`.
-        X: Query points, shape (m, d).
+        X: Query points in the unit cube, shape (m, d).
         best: Incumbent value on the posterior's scale, a finite scalar.
 
     Returns:
         PI at each point, shape (m,), in [0, 1] (NaN where undefined, see below).
 
     Non-finite values and dtypes:
-        * Concrete inputs: a non-finite ``best`` or query point raises ``ValueError``
-          naming the argument.
+        * Concrete inputs: a non-finite ``best``, a query point not finite or outside the
+          unit cube raise ``ValueError`` naming the argument.
         * Traced inputs (inside ``jit`` / ``vmap``): a non-finite ``best`` gives NaN at every
-          point, a non-finite row of ``X`` NaN at that row (made inert before the kernel),
+          point, a row of ``X`` not finite or outside the unit cube NaN at that row (made
+          inert before the kernel),
           and a posterior that is not ``ok`` NaN everywhere: no number that looks valid.
         * float16 / bfloat16 inputs raise ``TypeError`` naming the argument.
 

@@ -47,12 +47,22 @@ def finite_scalar(value, name: str, dtype) -> jax.Array:
     return value
 
 
-def finite_points(X, name: str) -> None:
-    """Raises ``ValueError`` naming ``name`` if concrete points ``X`` hold a non-finite value."""
-    if _checks.is_concrete(X):
-        bad = int(np.sum(~np.isfinite(np.asarray(X))))
-        if bad:
-            raise ValueError(f"{name} must be finite, got {bad} non-finite value(s)")
+def rows(X, name: str) -> None:
+    """Raises ``ValueError`` naming ``name`` when ``X`` has no row: a shape, so checked
+    before tracing (a capacity of real rows needs at least one, padded or not)."""
+    if jnp.shape(X)[0] == 0:
+        raise ValueError(f"{name} must have at least one row (pad with mask=False for a study without "
+                         f"evaluations), got shape {jnp.shape(X)}")
+
+
+def rtol(value, name: str) -> float:
+    """A relative tolerance: a finite Python float ``>= 0``, or raises naming the argument."""
+    return _checks.nonneg_float(value, name)
+
+
+def key(value, name: str = "key") -> None:
+    """Raises ``TypeError`` naming ``name`` unless ``value`` is a PRNG key."""
+    _checks.check_key(value, name)
 
 
 def points(X, name: str, d: int, dtype) -> jax.Array:

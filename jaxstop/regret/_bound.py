@@ -58,6 +58,10 @@ def beta(t: ArrayLike, size: ArrayLike, delta: float = 0.1, scale: float = 0.2) 
     scale = _args.float_param(scale, "scale")
     _checks.positive_scalar(t, "t")
     _checks.positive_scalar(size, "size")
+    try:
+        jnp.broadcast_shapes(t.shape, size.shape)
+    except ValueError as err:
+        raise ValueError(f"t and size must broadcast together, got shapes {t.shape} and {size.shape}") from err
     dt = _checks.common_float_dtype(t, size)
     return _rb.beta(t.astype(dt), size.astype(dt), delta, scale)
 
@@ -67,16 +71,16 @@ def confidence_bounds(posterior: gp.Posterior, X: ArrayLike, beta: ArrayLike) ->
 
     Args:
         posterior: A :class:`jaxstop.gp.Posterior`.
-        X: Query points, shape (m, d).
+        X: Query points in the unit cube, shape (m, d).
         beta: Confidence parameter (see :func:`beta`), scalar >= 0.
 
     Returns:
         ``(lcb, ucb)``, each shape (m,), on the scale of the posterior's ``y``.
 
-    Concrete inputs: a negative or non-finite ``beta`` or a non-finite ``X`` raises
-    ``ValueError`` naming it, float16 / bfloat16 ``TypeError``. Traced inputs: NaN at a
-    non-finite row of ``X`` (made inert before the kernel), and everywhere for a negative
-    or NaN ``beta`` or a posterior that is not ``ok``.
+    Concrete inputs: a negative or non-finite ``beta`` or an ``X`` not finite or outside the
+    unit cube raises ``ValueError`` naming it, float16 / bfloat16 ``TypeError``. Traced
+    inputs: NaN at a row of ``X`` not finite or outside the unit cube (made inert before the
+    kernel), and everywhere for a negative or NaN ``beta`` or a posterior that is not ``ok``.
 
     Example:
         >>> import jax.numpy as jnp
@@ -88,7 +92,7 @@ def confidence_bounds(posterior: gp.Posterior, X: ArrayLike, beta: ArrayLike) ->
     """
     _args.check_posterior(posterior)
     X = _args.points(X, "X", posterior.X.shape[1], posterior.X.dtype)
-    _args.finite_points(X, "X")
+    _checks.check_unit_cube(X, "X")
     beta = _checks.float_array(beta, "beta", posterior.X.dtype)
     _checks.check_rank(beta, 0, "beta", "(a scalar)")
     _checks.positive_scalar(beta, "beta", allow_zero=True)
@@ -104,6 +108,7 @@ def _candidates(key, candidates, d: int, dtype):
         m = _checks.positive_int(candidates, "candidates")
         if key is None:
             raise ValueError("key is required when candidates is a number of random points")
+        _args.key(key)
         return jax.random.uniform(key, (m, d), dtype)
     return _args.points(candidates, "candidates", d, dtype)
 
@@ -161,7 +166,8 @@ def regret_bound(
         * Padded rows of ``X_eval`` (``mask`` False) are inert: whatever they hold changes
           nothing.
         * Concrete inputs: a negative or NaN ``beta``, non-finite or out-of-cube real rows
-          of ``X_eval`` or candidates raise ``ValueError`` naming the argument.
+          of ``X_eval`` or candidates raise ``ValueError`` naming the argument; so does an
+          ``X_eval`` without rows (mark padded rows with ``mask`` instead: ``Reason.EMPTY``).
         * Traced inputs: the same problems give ``ok`` False with ``Reason.BAD_INPUT``.
         * float16 / bfloat16 inputs raise ``TypeError`` naming the argument.
 
@@ -183,6 +189,7 @@ def regret_bound(
     d = posterior.X.shape[1]
     dt = posterior.X.dtype
     X_eval = _args.points(X_eval, "X_eval", d, dt)
+    _args.rows(X_eval, "X_eval")
     mask = _checks.mask_array(mask, X_eval.shape[:1], "mask")
     _checks.check_unit_cube(X_eval, "X_eval", mask)
     cand = _candidates(key, candidates, d, dt)

@@ -99,8 +99,11 @@ def fit_regret_bound(
           changes nothing; the result equals that of the real rows alone.
         * Concrete inputs: a non-finite ``y`` on a real row, ``X`` outside the unit cube
           and bad options raise ``ValueError`` naming the argument.
+        * An ``X`` without rows raises ``ValueError`` (pad a study without evaluations with
+          ``mask`` False: ``Reason.EMPTY``); a ``key`` that is not a PRNG key ``TypeError``.
         * Traced inputs (inside ``jit`` / ``vmap``): a non-finite ``X`` or ``y`` on a real
-          row is left out and reported (``ok`` False, ``Reason.BAD_INPUT``); values whose
+          row, or an ``X`` row outside the unit cube, is left out and reported (``ok``
+          False, ``Reason.BAD_INPUT``); values whose
           spread, or whose bound in the units of ``y``, exceed the dtype's range give
           ``Reason.UNREPRESENTABLE``; a failed fit or posterior gives its own reason.
         * float16 / bfloat16 inputs raise ``TypeError`` naming the argument.
@@ -116,7 +119,9 @@ def fit_regret_bound(
         (15, True, True)
     """
     opts = _checks.options_with(options, FitOptions, "fit_regret_bound", deprecated_keywords)
+    _args.key(key)
     X, y = _checks.data_arrays(X, y)
+    _args.rows(X, "X")
     n, d = X.shape
     dt = _checks.common_float_dtype(X, y)
     X, y = _checks.float_array(X, "X", dt), _checks.float_array(y, "y", dt)

@@ -364,7 +364,7 @@ def replay(
         * float16 / bfloat16 inputs raise ``TypeError`` naming the argument.
 
     Raises:
-        ValueError / TypeError: Mismatched shapes, fewer than 2 folds, non-finite real
+        ValueError / TypeError: Mismatched shapes, no rows, fewer than 2 folds, non-finite real
             values or fold scores, configurations outside the unit cube, bad options,
             a first argument that is not a PRNG key.
 
@@ -391,6 +391,7 @@ def replay(
     _checks.check_rank(configs, 2, "configs", "with shape (T, d)")
     _checks.check_rank(values, 1, "values", "with shape (T,)")
     _checks.check_rank(fold_scores, 2, "fold_scores", "with shape (T, k)")
+    _args.rows(configs, "configs")
     T, d = configs.shape
     if values.shape[0] != T or fold_scores.shape[0] != T:
         raise ValueError(f"configs, values and fold_scores must have the same number of rows, got "
@@ -463,9 +464,7 @@ def replay(
         warm_start=_args.flag(opts.warm_start, "warm_start"),
         num_starts=_checks.positive_int(opts.num_starts, "num_starts"),
     )
-    conv_rtol = float(opts.conv_rtol)
-    if not conv_rtol >= 0:
-        raise ValueError(f"conv_rtol must be >= 0, got {conv_rtol}")
+    conv_rtol = _args.rtol(opts.conv_rtol, "conv_rtol")
     scales, variances, patience, ei_t, pi_t = _rules.rule_arrays(opts.ours_scales, opts.ours_variances,
                                                                  opts.conv_patience, opts.ei_thresholds,
                                                                  opts.pi_thresholds, dt)

@@ -110,6 +110,7 @@ def convergence_stop(
     """
     best = _checks.float_array(best_so_far, "best_so_far")
     _checks.check_rank(best, 1, "best_so_far", "with shape (T,)")
+    _args.rows(best, "best_so_far")
     mask = _checks.mask_array(mask, best.shape)
     _args.no_nan_where(best, mask, "best_so_far")
     patience = jnp.asarray(patience)
@@ -118,9 +119,7 @@ def convergence_stop(
     if _checks.is_concrete(patience) and np.any(np.asarray(patience) < 1):
         raise ValueError(f"patience must be >= 1, got {patience}")
     start = _args.nonneg_int(start, "start")
-    rtol = float(rtol)
-    if not rtol >= 0:
-        raise ValueError(f"rtol must be >= 0, got {rtol}")
+    rtol = _args.rtol(rtol, "rtol")
     return _convergence_stop_jit(best, patience.astype(jnp.int32), mask, start, rtol)
 
 
@@ -286,6 +285,7 @@ def stop_iterations(
     """
     bound = _checks.float_array(bound, "bound")
     _checks.check_rank(bound, 1, "bound", "with shape (T,)")
+    _args.rows(bound, "bound")
     dt = bound.dtype
     shape = bound.shape
     arrays = {"threshold": threshold, "best_so_far": best_so_far}
@@ -306,6 +306,7 @@ def stop_iterations(
     for name, a in conv.items():
         _args.no_nan_where(a, mask, name)
     min_evaluations = _args.nonneg_int(min_evaluations, "min_evaluations")
+    conv_rtol = _args.rtol(conv_rtol, "conv_rtol")
     scales, variances, patience, ei_t, pi_t = rule_arrays(ours_scales, ours_variances, conv_patience, ei_thresholds,
                                                           pi_thresholds, dt)
     if variances.shape[0] and variance is None:

@@ -26,6 +26,7 @@ curvature on a first call, so it never changes the compiled program either.
 from __future__ import annotations
 
 import math
+import numbers
 import threading
 from typing import Any, NamedTuple, Sequence
 
@@ -36,7 +37,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from jaxstop import regret
-from jaxstop._src import termination
+from jaxstop._src import gp_fit, gp_priors, termination
 from jaxstop.integrations.optuna import _space
 
 __all__ = [
@@ -263,11 +264,11 @@ class RegretBoundTerminator:
         min_capacity: int = 32,
     ) -> None:
         self.min_n_trials = _positive_int(min_n_trials, "min_n_trials")
-        if threshold is not None and not (isinstance(threshold, (int, float)) and math.isfinite(threshold)
-                                          and threshold >= 0):
+        if threshold is not None and not (isinstance(threshold, numbers.Real) and not isinstance(threshold, bool)
+                                          and math.isfinite(threshold) and threshold >= 0):
             raise ValueError(f"threshold must be None or a finite number >= 0, got {threshold!r}")
         self.threshold = None if threshold is None else float(threshold)
-        if not (isinstance(top_trials_ratio, (int, float)) and 0 < top_trials_ratio <= 1):
+        if not (isinstance(top_trials_ratio, numbers.Real) and 0 < top_trials_ratio <= 1):
             raise ValueError(f"top_trials_ratio must be in (0, 1], got {top_trials_ratio!r}")
         self.top_trials_ratio = float(top_trials_ratio)
         self.min_top_trials = _positive_int(min_top_trials, "min_top_trials")
@@ -284,6 +285,12 @@ class RegretBoundTerminator:
         if options is not None and not isinstance(options, regret.FitOptions):
             raise TypeError(f"options must be a jaxstop.regret.FitOptions, got {type(options).__name__}")
         self.options = options or regret.FitOptions()
+        # the two settings the terminator reads itself (its fit's start), checked here; the
+        # fit checks the others on the first decision
+        if self.options.prior not in gp_priors.PRIORS:
+            raise ValueError(f"options.prior must be one of {gp_priors.PRIORS}, got {self.options.prior!r}")
+        if not isinstance(self.options.warping, (bool, np.bool_)):
+            raise TypeError(f"options.warping must be a bool, got {self.options.warping!r}")
         self.min_capacity = _positive_int(min_capacity, "min_capacity")
         self.last: TerminatorRecord | None = None
         self.history: list[TerminatorRecord] = []
@@ -407,17 +414,25 @@ class RegretBoundTerminator:
         start (lengthscales of columns kept by name) and no curvature."""
         if self.warm_start and self._warm is not None and self._warm[0] == (columns, d_cap):
             return self._warm[1], self._warm[2]
-        start = termination.default_params(d_cap, jnp.asarray(dim_mask), dt)
-        none = jnp.zeros((d_cap + 3, d_cap + 3), dt)
+        # the start and curvature of options' GP (its prior's start; with a warping, its
+        # parameters and the larger curvature of gp_fit.raw_size)
+        warping, prior = bool(self.options.warping), self.options.prior
+        start = termination.default_params(d_cap, jnp.asarray(dim_mask), dt, warping, prior)
+        r = gp_fit.raw_size(d_cap, warping)
+        none = jnp.zeros((r, r), dt)
         if not self.warm_start or self._warm is None:
             return start, none
         (old_cols, _), params, _ = self._warm
-        logls = np.asarray(start.log_lengthscales).copy()
         old = {c: i for i, c in enumerate(old_cols)}
-        for j, c in enumerate(columns):
-            if c in old:
-                logls[j] = float(params.log_lengthscales[old[c]])
-        return params._replace(log_lengthscales=jnp.asarray(logls, dt)), none
+        fields = ("log_lengthscales", "log_warp_a", "log_warp_b") if warping else ("log_lengthscales",)
+        per_column = {}
+        for field in fields:
+            values = np.asarray(getattr(start, field)).copy()
+            for j, c in enumerate(columns):
+                if c in old:
+                    values[j] = float(getattr(params, field)[old[c]])
+            per_column[field] = jnp.asarray(values, dt)
+        return params._replace(**per_column), none
 
     # -- decisions ----------------------------------------------------------------------
 
