@@ -177,6 +177,21 @@ def test_bad_run_arguments_raise():
         policies.random_search(3, max_budget=5, candidates=np.zeros((4, 2)))
     with pytest.raises(ValueError, match="max_budget must be >= 1"):
         policies.random_search(3, max_budget=0)
+    # a table narrower than the policy's max_budget: no curve could reach it
+    with pytest.raises(ValueError, match="max_budget=6 budget units but table.values has 5 columns"):
+        sim.run(policies.sh(4, 6), table, jax.random.key(0))
+    # params that are not the policy's (a number, another policy's params)
+    with pytest.raises(TypeError, match="params must have the structure of policy.default_params"):
+        sim.run(policies.sh(4, 5, uq=True), table, jax.random.key(0), params=3)
+    with pytest.raises(TypeError, match="params must have the structure"):
+        sim.run_batch(policy, table, jax.random.split(jax.random.key(0), 2), params=policies.sh(4, 5).default_params())
+    with pytest.raises(TypeError, match="one PRNG key"):
+        sim.run(policy, table, jax.random.split(jax.random.key(0), 2))
+    for dtype in (jnp.int32, jnp.float16, "bfloat16", bool):
+        with pytest.raises(TypeError, match="dtype must be a floating dtype"):
+            policies.sh(4, 5, dtype=dtype)
+        with pytest.raises(TypeError, match="dtype must be a floating dtype"):
+            policies.random_search(4, max_budget=5, dtype=dtype)
 
 
 def test_run_batch_shards_over_eight_host_devices(tmp_path):

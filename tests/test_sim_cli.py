@@ -199,6 +199,13 @@ def test_bad_input_gives_a_clear_error(tmp_path, capsys):
     csv.write_text("cfg,epoch,loss\na,1,0.5\n")
     assert main(["simulate", "--table", str(csv), "--policy", "sh", "--out", "o.npz"]) == 2
     assert "missing ['config', 'value']" in capsys.readouterr().err
+    for text in ("", "config,epoch,value\n"):        # no record: said plainly, not a parser's index error
+        csv.write_text(text)
+        assert main(["simulate", "--table", str(csv), "--policy", "sh", "--out", "o.npz"]) == 2
+        assert "needs a header line (config,epoch,value) and at least one record" in capsys.readouterr().err
+    csv.write_bytes(b"\xff\xfe\x00binary")
+    assert main(["simulate", "--table", str(csv), "--policy", "sh", "--out", "o.npz"]) == 2
+    assert "not UTF-8 text" in capsys.readouterr().err
     assert main(["simulate", "--table", "alexnet", "--policy", "auto_termination_bo", "--out", "o.npz"]) == 2
     assert "needs --threshold" in capsys.readouterr().err
     assert main(["bench"]) == 2 and "unknown command 'bench'" in capsys.readouterr().err

@@ -158,6 +158,13 @@ def test_bad_arguments_raise(studies):
         sim.summarize(t, table, quantiles=(0.5, 1.5))
     with pytest.raises(ValueError, match="per-job"):
         sim.summarize(t._replace(spent=t.spent[:, :3]), table)
+    # another table than the studies ran on: the incumbents' losses do not match
+    with pytest.raises(ValueError, match="not the table these studies ran on"):
+        sim.summarize(t, table._replace(values=table.values + 1.0))
+    with pytest.raises(ValueError, match="the table has 1 rows"):
+        sim.summarize(t._replace(incumbents=np.where(np.arange(t.incumbents.shape[1]) == t.incumbents.shape[1] - 1,
+                                                     3, np.asarray(t.incumbents))),
+                      sim.CurveTable(table.values[:1], None if table.mask is None else table.mask[:1]))
 
 
 def test_plot_regret_draws_each_policy_with_its_band(studies):

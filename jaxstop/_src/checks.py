@@ -40,6 +40,21 @@ def check_float_dtype(dtype, name: str) -> None:
         )
 
 
+def compute_dtype(dtype, name: str = "dtype"):
+    """The floating dtype a factory computes in: ``dtype`` (float32 or float64), or JAX's
+    default float for ``None``. ``TypeError`` naming ``name`` for anything else (integer,
+    boolean, complex, float16 / bfloat16, a non-dtype)."""
+    if dtype is None:
+        return jnp.dtype(jnp.result_type(float))
+    try:
+        dt = jnp.dtype(dtype)
+    except TypeError:
+        raise TypeError(f"{name} must be a floating dtype (float32 or float64), got {dtype!r}") from None
+    if not jnp.issubdtype(dt, jnp.floating) or dt.name not in SUPPORTED_FLOATS:
+        raise TypeError(f"{name} must be a floating dtype (float32 or float64), got {dt.name}")
+    return dt
+
+
 def float_array(x, name: str, dtype=None) -> jax.Array:
     """Converts ``x`` to a floating JAX array, keeping a floating input dtype.
 
@@ -51,10 +66,14 @@ def float_array(x, name: str, dtype=None) -> jax.Array:
         # already a JAX float array: no conversion to dispatch (an eager jnp.asarray or a
         # same-dtype astype costs tens of microseconds, which latency-bound callers notice)
         return x if dtype is None or x.dtype == jnp.dtype(dtype) else x.astype(dtype)
+    if x is None:
+        raise TypeError(f"{name} must be array-like of numbers, got None")
     try:
         arr = jnp.asarray(x)
-    except TypeError as err:  # e.g. strings, ragged lists
+    except TypeError as err:  # e.g. strings, objects
         raise TypeError(f"{name} must be array-like of numbers, got {type(x).__name__}") from err
+    except ValueError as err:  # e.g. ragged nested lists
+        raise ValueError(f"{name} must be a rectangular array of numbers: {err}") from err
     if jnp.issubdtype(arr.dtype, jnp.complexfloating):
         raise TypeError(f"{name} must be real, got dtype {arr.dtype}")
     check_float_dtype(arr.dtype, name)
@@ -210,8 +229,12 @@ def check_key(key, name: str = "key", batched: bool = False) -> None:
     raw = dtype == jnp.uint32 and jnp.shape(key)[-1:] == (2,)
     lead = jnp.ndim(key) - (0 if typed else 1) if (typed or raw) else -1
     if not (typed or raw) or lead != (1 if batched else 0):
-        what = "a 1-D array of PRNG keys (jax.random.split(jax.random.key(seed), n))" if batched else \
-            "a PRNG key: pass jax.random.key(seed), not an integer seed"
+        if batched:
+            what = "a 1-D array of PRNG keys (jax.random.split(jax.random.key(seed), n))"
+        elif typed or raw:
+            what = "one PRNG key (a single key, not a batch of keys)"
+        else:
+            what = "a PRNG key: pass jax.random.key(seed), not an integer seed"
         got = type(key).__name__ if dtype is None else f"{type(key).__name__} of dtype {dtype} shape {jnp.shape(key)}"
         raise TypeError(f"{name} must be {what}; got {got}")
 

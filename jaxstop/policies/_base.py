@@ -174,11 +174,14 @@ class Limits(NamedTuple):
         max_batches: Most batches of the batch protocol one study asks before the policy
             terminates it (``None``: unknown; the simulator then allows ``max_jobs``
             batches, and a study's trace buffers grow with ``max_jobs x batch_size``).
+        max_budget: Most budget units a job of the policy trains (``None``: unknown); a
+            table for :mod:`jaxstop.sim` needs at least as many columns.
     """
 
     num_configs: Optional[int] = None
     max_jobs: Optional[int] = None
     max_batches: Optional[int] = None
+    max_budget: Optional[int] = None
 
 
 class Policy(NamedTuple):

@@ -247,7 +247,7 @@ def auto_termination_bo(
     max_budget = _checks.positive_int(max_budget, "max_budget")
     max_evals = _checks.positive_int(max_evals, "max_evals")
     if candidates is not None:
-        fdtype = None if dtype is None else jnp.dtype(dtype)
+        fdtype = None if dtype is None else _checks.compute_dtype(dtype)
         cand = _checks.float_array(candidates, "candidates", fdtype)
         _checks.check_rank(cand, 2, "candidates", "with shape (num_configs, d)")
         _checks.check_unit_cube(cand, "candidates")
@@ -268,12 +268,10 @@ def auto_termination_bo(
         if dim is None:
             raise ValueError("give candidates (table mode) or dim (unit-cube mode)")
         d = _checks.positive_int(dim, "dim")
-        fdtype = jnp.dtype(dtype) if dtype is not None else jnp.result_type(float)
+        fdtype = _checks.compute_dtype(dtype)
         cand = jnp.zeros((0, d), fdtype)
         num_configs = 0
         cube = True
-    if not jnp.issubdtype(fdtype, jnp.floating):
-        raise TypeError(f"dtype must be floating, got {fdtype}")
     if not cube and max_evals > num_configs:
         raise ValueError(f"max_evals ({max_evals}) must be <= num_configs ({num_configs}) in table mode: "
                          "a candidate is evaluated at most once")
@@ -340,4 +338,4 @@ def auto_termination_bo(
     )
     return build_policy(cfg, init=_steps.init, ask=_steps.ask, tell=_steps.tell,
                         default_params=_steps.default_params, check_params=_steps.check_params,
-                        limits=Limits(None if cube else num_configs, max_evals))
+                        limits=Limits(None if cube else num_configs, max_evals, None, max_budget))

@@ -286,9 +286,7 @@ def _policy(
     incumbent,
     statistic,
 ) -> Policy:
-    fdtype = jnp.dtype(dtype) if dtype is not None else jnp.result_type(float)
-    if not jnp.issubdtype(fdtype, jnp.floating):
-        raise TypeError(f"dtype must be a floating dtype, got {fdtype}")
+    fdtype = checks.compute_dtype(dtype)
     cand = checks.float_array(candidates, "candidates", fdtype)
     checks.check_rank(cand, 2, "candidates", "with shape (num_configs, d)")
     if cand.shape[0] < 1 or cand.shape[1] < 1:
@@ -324,7 +322,7 @@ def _policy(
                         tell=_steps.tell, default_params=_steps.default_params,
                         check_params=_checked_params,
                         eager={"ask": _steps.ask_eager, "report": _steps.report_eager},
-                        limits=Limits(cfg.cand.shape[0], max_evals))
+                        limits=Limits(cfg.cand.shape[0], max_evals, None, N))
 
 
 _DEFAULTS = dict(

@@ -143,8 +143,9 @@ def random_search(
         (7, 40)
     """
     max_budget = _checks.positive_int(max_budget, "max_budget")
+    fdtype = _checks.compute_dtype(dtype)
     if candidates is not None:
-        cand = _checks.float_array(candidates, "candidates", dtype)
+        cand = _checks.float_array(candidates, "candidates", fdtype)
         _checks.check_rank(cand, 2, "candidates", "with shape (num_configs, d)")
         _checks.check_unit_cube(cand, "candidates")
         if num_configs is not None and num_configs != cand.shape[0]:
@@ -162,8 +163,7 @@ def random_search(
     else:
         num_configs = _checks.positive_int(num_configs, "num_configs")
     d = dim if cube else (cand.shape[1] if cand is not None else 0)
-    fdtype = jnp.dtype(dtype) if dtype is not None else jnp.result_type(float)
     cfg = _Config(num_configs, max_budget, d, cube, bool(replace), cand, fdtype)
     # without replacement the study ends after every row: num_configs jobs
-    limits = Limits(num_configs, None if (cube or replace) else num_configs)
+    limits = Limits(num_configs, None if (cube or replace) else num_configs, None, max_budget)
     return build_policy(cfg, init=_init, ask=_ask, tell=_tell, limits=limits)

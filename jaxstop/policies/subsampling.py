@@ -293,4 +293,4 @@ def subsampling(
                   fdtype)
     return build_policy(cfg, init=_init, ask=_ask, report=_report if uq else None, tell=_tell,
                         default_params=_default_params, check_params=check_params,
-                        limits=Limits(num_configs, sched.max_jobs))
+                        limits=Limits(num_configs, sched.max_jobs, None, int(max_budget)))

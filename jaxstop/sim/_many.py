@@ -19,7 +19,7 @@ import numpy as np
 from jaxstop._src import checks as _checks
 from jaxstop._src import io as _io
 from jaxstop.policies import Policy
-from jaxstop.sim._run import CurveTable, Trace, _run_batch_jit, check_run_args
+from jaxstop.sim._run import CurveTable, Trace, _run_batch_jit, check_run_args, resolve_params
 
 __all__ = ["run_many", "run_keys"]
 
@@ -191,8 +191,7 @@ def run_many(
     table, max_jobs, batched = check_run_args(policy, table, max_jobs, batched)
     num_runs = _checks.positive_int(num_runs, "num_runs")
     _checks.check_key(key)
-    if params is None:
-        params = policy.default_params()
+    params = resolve_params(policy, params)
     num_procs, proc = jax.process_count(), jax.process_index()
     devices = list(jax.local_devices() if devices is None else devices)
     if any(d.process_index != proc for d in devices):

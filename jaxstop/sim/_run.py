@@ -14,7 +14,8 @@ from jaxstop._src import batching
 from jaxstop._src.batching import any_in_batch
 from jaxstop.policies import Job, Policy, Result
 
-__all__ = ["CurveTable", "Trace", "check_run_args", "check_table", "curve_lengths", "run", "run_batch"]
+__all__ = ["CurveTable", "Trace", "check_run_args", "check_table", "curve_lengths", "resolve_params", "run",
+           "run_batch"]
 
 
 class CurveTable(NamedTuple):
@@ -416,6 +417,12 @@ def check_run_args(policy, table, max_jobs, batched):
             f"the policy indexes {limits.num_configs} configurations but table.values has {rows} rows "
             f"(shape {table.values.shape}: rows are configurations, columns budget units)"
         )
+    width = table.values.shape[1]
+    if limits.max_budget is not None and width < limits.max_budget:
+        raise ValueError(
+            f"the policy trains jobs up to max_budget={limits.max_budget} budget units but table.values has "
+            f"{width} columns (shape {table.values.shape}): build the policy with max_budget <= {width}"
+        )
     if max_jobs is None:
         if limits.max_jobs is None:
             raise ValueError("max_jobs is required: this policy does not bound the number of jobs of a study")
@@ -426,6 +433,21 @@ def check_run_args(policy, table, max_jobs, batched):
     elif batched and policy.ask_batch is None:
         raise ValueError("batched=True needs a policy with the batch protocol (policy.ask_batch)")
     return table, max_jobs, bool(batched)
+
+
+def resolve_params(policy: Policy, params):
+    """``params``, or the policy's defaults for ``None``; ``TypeError`` naming ``params``
+    unless it has the structure of ``policy.default_params()`` (the same pytree of the same
+    types: a batch axis on the leaves, for ``vmap`` over params, is fine)."""
+    defaults = policy.default_params()
+    if params is None:
+        return defaults
+    want, got = jax.tree_util.tree_structure(defaults), jax.tree_util.tree_structure(params)
+    if want != got:
+        raise TypeError(f"params must have the structure of policy.default_params() "
+                        f"({type(defaults).__name__}: {want}), got {type(params).__name__}: {got}; "
+                        "build them with policy.default_params()._replace(...)")
+    return params
 
 
 def run(policy: Policy, table: CurveTable, key: jax.Array, params: Any = None, *, max_jobs: int | None = None,
@@ -462,8 +484,7 @@ def run(policy: Policy, table: CurveTable, key: jax.Array, params: Any = None, *
     """
     table, max_jobs, batched = check_run_args(policy, table, max_jobs, batched)
     _checks.check_key(key)
-    if params is None:
-        params = policy.default_params()
+    params = resolve_params(policy, params)
     return _run_jit(policy, table, key, params, max_jobs, batched)
 
 
@@ -492,8 +513,7 @@ def run_batch(
         A :class:`Trace` whose leaves have a leading (num_runs,) axis.
     """
     table, max_jobs, batched = check_run_args(policy, table, max_jobs, batched)
-    if params is None:
-        params = policy.default_params()
+    params = resolve_params(policy, params)
     devices = list(jax.devices() if devices is None else devices)
     _checks.check_key(keys, "keys", batched=True)
     n = keys.shape[0]

@@ -143,6 +143,31 @@ def _fields(trace: Trace) -> dict:
     return out
 
 
+def _check_same_table(f: dict, table: CurveTable) -> None:
+    """``ValueError`` naming ``table`` when the concrete trace cannot come from it: a study's
+    ``incumbent_value`` is not the table's loss of its incumbent at the end of its curve (the
+    value :func:`~jaxstop.sim.run` records, with the same clipping of the index). Compared in
+    the narrower of the two dtypes, so a float32 run summarised with its float64 table passes."""
+    if not _checks.is_concrete(f["incumbents"], f["incumbent_value"], table.values):
+        return
+    values = np.asarray(table.values)
+    lengths = np.asarray(curve_lengths(table))
+    got = np.asarray(f["incumbent_value"])
+    inc = np.asarray(f["incumbents"])[:, -1] if f["incumbents"].shape[1] else np.full(got.shape, -1)
+    rows = np.clip(inc, 0, values.shape[0] - 1)
+    want = np.where(inc >= 0, values[rows, lengths[rows] - 1], np.nan)
+    narrow = min(np.dtype(got.dtype), np.dtype(values.dtype), key=lambda d: d.itemsize)
+    got, want = got.astype(narrow), want.astype(narrow)
+    bad = ~((got == want) | (np.isnan(got) & np.isnan(want)))
+    if np.any(bad):
+        i = int(np.argmax(bad))
+        where = (f"the table's loss of that configuration is {float(want[i])!r}" if inc[i] < values.shape[0]
+                 else f"the table has {values.shape[0]} rows")
+        raise ValueError(f"table is not the table these studies ran on: study {i} returned configuration "
+                         f"{int(inc[i])} with loss {float(got[i])!r}, {where}; pass the CurveTable given to "
+                         "sim.run / run_many")
+
+
 def _stats(x, levels, dtype):
     """Mean, standard error and quantiles over the leading axis of ``x``."""
     x = x.astype(dtype)
@@ -262,6 +287,7 @@ def summarize(trace: Trace, table: CurveTable, *, budget_grid: Any = None,
     table = check_table(table)
     values = table.values
     f = _fields(trace)
+    _check_same_table(f, table)
     levels = _check_levels(quantiles)
     grid = _check_grid(budget_grid, values.dtype)
     num_grid = grid if isinstance(grid, int) else grid.shape[0]

@@ -112,6 +112,14 @@ def read_csv(path: str | os.PathLike, *, return_labels: bool = False):
     read with NumPy; see :func:`from_long`. Fields are separated by commas and not quoted."""
     name = os.fspath(path)
     try:
+        with open(name, encoding="utf-8") as f:
+            lines = [line for line in (f.readline(), f.readline()) if line.strip()]
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{name} is not a CSV table (not UTF-8 text): {err}") from err
+    if len(lines) < 2:
+        raise ValueError(f"{name} is not a CSV table: it needs a header line (config,epoch,value) and at least "
+                         "one record")
+    try:
         data = np.genfromtxt(name, delimiter=",", names=True, dtype=None, encoding="utf-8", autostrip=True)
     except (ValueError, IndexError) as err:
         raise ValueError(f"{name} is not a readable CSV table: {err}") from err

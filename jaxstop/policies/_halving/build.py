@@ -73,4 +73,4 @@ def halving_policy(
     batch = {} if tpe else dict(ask_batch=ask_batch, tell_batch=tell_batch, batch_size=e.batch, history=e.history)
     return build_policy(e, init=init, ask=ask, report=report if uq else None, tell=tell,
                         default_params=_default_params, check_params=check_params, eager={"tell": tell_eager},
-                        limits=Limits(num_configs, schedule.max_jobs, max_batches), **batch)
+                        limits=Limits(num_configs, schedule.max_jobs, max_batches, max_budget), **batch)

@@ -60,8 +60,11 @@ def default_params(fdtype, max_budget: int) -> HalvingParams:
 
 def check_params(config, params):
     """Checks the shape of ``params.delta_profile`` against the policy's ``max_budget``
-    (``config`` has ``max_budget``); runs eagerly on every call that passes params."""
-    if isinstance(params, HalvingParams) and params.delta_profile is not None:
+    (``config`` has ``max_budget``) and their type; runs eagerly on every call that passes
+    params."""
+    if not isinstance(params, HalvingParams):
+        raise TypeError(f"params must be a HalvingParams (see policy.default_params()), got {type(params).__name__}")
+    if params.delta_profile is not None:
         shape = jnp.shape(params.delta_profile)
         if shape != (config.max_budget,):
             raise ValueError(f"params.delta_profile must have shape (max_budget,) = ({config.max_budget},), "
@@ -72,7 +75,7 @@ def check_params(config, params):
 
 def float_dtype(dtype):
     """The floating dtype of a policy's losses: ``dtype``, or JAX's default float."""
-    return jnp.dtype(dtype) if dtype is not None else jnp.result_type(float)
+    return _checks.compute_dtype(dtype)
 
 
 
