@@ -104,7 +104,8 @@ def _worker(payload):
                                        fit_steps=opts["fit_steps"], first_fit_steps=opts["first_fit_steps"],
                                        num_segments=opts["segments"], acq_gp=opts["acq_gp"],
                                        warping=opts["warping"], prior=opts["prior"],
-                                       warm_start=opts["warm_start"], num_starts=opts["num_starts"])
+                                       warm_start=opts["warm_start"], num_starts=opts["num_starts"],
+                                       fit_tol=opts["fit_tol"])
         return regret.replay(key, c, v, f, dim_mask=dm, ei=ei if recorded else None, pi=pi if recorded else None,
                              convention=convention, options=options)
 
@@ -136,7 +137,7 @@ def run_convention(convention, traces, args):
     opts = {"fit_steps": args.fit_steps, "first_fit_steps": args.first_fit_steps, "segments": args.segments,
             "seed": args.seed, "evaluations": args.evaluations, "acq_gp": args.acq_gp,
             "warping": WARPING[args.warping], "prior": None if args.prior == "convention" else args.prior,
-            "warm_start": args.rows == "warm", "num_starts": args.starts}
+            "warm_start": args.rows == "warm", "num_starts": args.starts, "fit_tol": args.fit_tol}
     payloads = [((j % ncpu) if args.pin else None, convention, chunks[j::jobs], opts) for j in range(jobs)]
     start = time.perf_counter()
     if jobs == 1:
@@ -273,6 +274,9 @@ def main(argv=None):
                          "authors' code does")
     ap.add_argument("--starts", type=int, default=1,
                     help="starts of every fit (ReplayOptions.num_starts; the authors' code: 5)")
+    ap.add_argument("--fit-tol", type=float, default=1e-2,
+                    help="every fit stops once no gradient component exceeds this (ReplayOptions.fit_tol; "
+                         "default 1e-2; the authors' L-BFGS-B: 1e-6, at most 500 iterations)")
     ap.add_argument("--segments", type=int, default=None,
                     help="capacity segments of the replay scan (default 4; 1 with --quick: less compilation)")
     ap.add_argument("--seed", type=int, default=0)
@@ -323,6 +327,8 @@ def main(argv=None):
                      f"{args.starts} start(s)")
         elif args.starts > 1:
             steps += f", {args.starts} starts per fit"
+        if args.fit_tol != 1e-2:
+            steps += f", fit_tol {args.fit_tol:g}"
         prior = regret_conventions()[conv]["prior"] if args.prior == "convention" else args.prior
         lines += table(sc, algo_of, f"jaxstop, convention `{conv}`, input warping {'on' if warp else 'off'}, "
                                     f"priors `{prior}` (EI / PI: {acq}; {steps})")
