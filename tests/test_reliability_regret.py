@@ -351,9 +351,20 @@ def test_replay_traced_status_per_row():
     inc = np.asarray(ref.incumbent)
     fo = folds.copy()
     fo[inc[-1], 1] = np.nan
-    thr = np.asarray(f(X, values, fo, real).threshold)
+    res = f(X, values, fo, real)
+    thr = np.asarray(res.threshold)
     np.testing.assert_array_equal(np.isnan(thr), inc == inc[-1])
     np.testing.assert_array_equal(thr[inc != inc[-1]], np.asarray(ref.threshold)[inc != inc[-1]])
+    # ... and those computed rows are not ok: their threshold is undefined (an input)
+    nan_rows = (inc == inc[-1]) & (np.arange(T) >= 3)
+    np.testing.assert_array_equal(np.asarray(res.ok), (np.arange(T) >= 3) & ~nan_rows)
+    np.testing.assert_array_equal(np.asarray(res.reason)[nan_rows], Reason.BAD_INPUT)
+    # finite folds whose variance overflows: NOT_FINITE on those rows
+    fo = folds.copy()
+    fo[inc[-1]] = [1e300, -1e300, 1e300]
+    res = f(X, values, fo, real)
+    assert np.all(np.isnan(np.asarray(res.threshold)[nan_rows]))
+    np.testing.assert_array_equal(np.asarray(res.reason)[nan_rows], Reason.NOT_FINITE)
 
 
 # -------------------------------------------------------------- stopping rules, top set

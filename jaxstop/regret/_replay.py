@@ -65,14 +65,16 @@ class ReplayResult(NamedTuple):
         num_fitted: Points in the bound's GP fit, shape (T,) int32.
         computed: Rows where the bound was computed, shape (T,) bool.
         ok: Rows whose bound was computed and is usable (every quantity of
-            :func:`fit_regret_bound` finite, from valid inputs) and, with
-            ``acq_gp="all"`` and no recorded values, whose EI / PI come from a usable fit
-            of the BO's GP, shape (T,) bool.
+            :func:`fit_regret_bound` finite, from valid inputs), whose ``threshold`` and
+            ``variance`` are finite and, with ``acq_gp="all"`` and no recorded values,
+            whose EI / PI come from a usable fit of the BO's GP, shape (T,) bool.
         stops: :class:`Stops` of all rules.
         params: GP hyperparameters of the bound's last fitted row.
         reason: Per row, the :class:`jaxstop.Reason` of a computed row that is not ``ok``
             (that of :func:`fit_regret_bound`, else that of the BO's GP fit, whose EI / PI
-            are then ``+inf`` while the bound stays usable), ``EMPTY`` on rows not
+            are then ``+inf`` while the bound stays usable, else ``BAD_INPUT`` for a
+            non-finite real fold score of the incumbent or ``NOT_FINITE`` for a fold
+            variance that overflowed, the threshold being NaN), ``EMPTY`` on rows not
             computed, ``OK`` elsewhere; shape (T,) int32.
         variance: The fold variance ``s^2`` behind ``threshold`` (``ddof``), shape (T,):
             the ``ours_variances`` rules compare ``bound < sqrt(v * variance)``.
@@ -256,6 +258,13 @@ def _replay_impl(key, configs, values, fold_scores, mask, fold_mask, dim_mask, e
         outs.append(o)
     bound, ucb, lcb, ei, pi, num_fit, reason = (jnp.concatenate(a) for a in zip(*outs))
     computed = (jnp.arange(T) >= cfg.t0) & mask
+    # a usable bound beside a threshold the data do not define is not ok either: the incumbent's
+    # real folds hold a non-finite value (an input), or their variance overflowed
+    inc_folds = (fold_mask & mask[:, None])[incumbent]
+    bad_folds = jnp.any(inc_folds & ~jnp.isfinite(fold_scores[incumbent]), axis=1)
+    undefined = (reason == int(Reason.OK)) & ~(jnp.isfinite(threshold) & jnp.isfinite(variance))
+    reason = jnp.where(undefined, jnp.where(bad_folds, int(Reason.BAD_INPUT), int(Reason.NOT_FINITE)),
+                       reason).astype(jnp.int32)
     reason = jnp.where(computed, reason, jnp.int32(int(Reason.EMPTY)))
     bound = jnp.where(computed, bound, inf)
     ei = ei_rec if cfg.recorded_ei else jnp.where(computed, ei, inf)
