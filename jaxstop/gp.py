@@ -480,7 +480,8 @@ def fit(
         nothing is identified) the first start comes back with ``info.ok`` False
         (``info.reason``: ``EMPTY`` without real rows, else ``NOT_FINITE``). Inside
         ``jit`` a non-finite value on a real row of ``X`` or ``y`` or in ``init``, or a real
-        row of ``X`` outside the unit cube, gives ``info.ok`` False with ``Reason.BAD_INPUT`` (and finite parameters: a start).
+        row of ``X`` outside the unit cube, gives ``info.ok`` False with
+        ``Reason.BAD_INPUT`` (and finite parameters: a start).
         Padded rows are inert whatever they hold (NaN, inf, 1e30): the fit is the same,
         bit for bit, as with any other values there.
 

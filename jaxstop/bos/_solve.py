@@ -189,8 +189,8 @@ def solve(
     ``ok`` False, ``reason == Reason.BAD_INPUT`` -- so no bin stops on a bad
     input. A fit that finds no finite likelihood gives a void table with
     ``reason == Reason.NOT_FINITE``. float16 / bfloat16 arguments, and a ``key``
-    that is not a PRNG key (an integer seed), raise ``TypeError``; NumPy scalars (``np.float32(0.1)``) are accepted wherever a
-    float is. The prefix has no padding: every entry is an observed epoch.
+    that is not a PRNG key (an integer seed), raise ``TypeError``; NumPy scalars
+    (``np.float32(0.1)``) are accepted wherever a float is. The prefix has no padding: every entry is an observed epoch.
 
     Args:
         key: A ``jax.random`` key.
