@@ -142,6 +142,15 @@ def numpy_study(rng, values, lengths, bracket, max_budget):
     return numpy_sh(values, lengths, rows, bracket, max_budget)
 
 
+def alexnet_table():
+    """The embedded AlexNet curves as ``(values, lengths, table)``: float32 losses (0 past a
+    curve's end), each curve's length and the :class:`sim.CurveTable` jaxstop plays."""
+    curves = jaxstop.data.alexnet_curves()
+    mask = np.asarray(curves.mask, bool)
+    values = np.where(mask, np.asarray(curves.values, np.float32), 0.0).astype(np.float32)
+    return values, mask.sum(1).astype(np.int64), sim.CurveTable(jnp.asarray(values), jnp.asarray(mask))
+
+
 # ----------------------------------------------------------------------------- the contenders
 # Each is ``(call, compile s, epochs)``: ``call()`` runs the contender's runs once (the
 # first call already made), ``epochs()`` the mean epochs per run (of the last call for
@@ -336,11 +345,7 @@ def main() -> None:
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
 
-    curves = jaxstop.data.alexnet_curves()
-    mask = np.asarray(curves.mask, bool)
-    values = np.where(mask, np.asarray(curves.values, np.float32), 0.0).astype(np.float32)
-    lengths = mask.sum(1).astype(np.int64)
-    table = sim.CurveTable(jnp.asarray(values), jnp.asarray(mask))
+    values, lengths, table = alexnet_table()
     n, max_budget = values.shape
     sh, shplus = policies.sh(n, max_budget, eta=ETA), policies.sh(n, max_budget, eta=ETA, uq=True)
     b = policies.halving_schedule("sh", n, max_budget, ETA).brackets[0]

@@ -162,8 +162,7 @@ def test_bad_arguments_raise(studies):
     with pytest.raises(ValueError, match="not the table these studies ran on"):
         sim.summarize(t, table._replace(values=table.values + 1.0))
     with pytest.raises(ValueError, match="the table has 1 rows"):
-        sim.summarize(t._replace(incumbents=np.where(np.arange(t.incumbents.shape[1]) == t.incumbents.shape[1] - 1,
-                                                     3, np.asarray(t.incumbents))),
+        sim.summarize(t._replace(incumbent=np.full_like(np.asarray(t.incumbent), 3)),
                       sim.CurveTable(table.values[:1], None if table.mask is None else table.mask[:1]))
 
 

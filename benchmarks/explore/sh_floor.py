@@ -37,7 +37,6 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 import bench_sim_anchors as anchors  # noqa: E402
-import jaxstop  # noqa: E402
 from jaxstop import policies, sim  # noqa: E402
 
 
@@ -78,11 +77,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     _common.pin(args.pin)
 
-    curves = jaxstop.data.alexnet_curves()
-    mask = np.asarray(curves.mask, bool)
-    values = np.where(mask, np.asarray(curves.values, np.float32), 0.0).astype(np.float32)
-    lengths = mask.sum(1).astype(np.int64)
-    table = sim.CurveTable(jnp.asarray(values), jnp.asarray(mask))
+    values, lengths, table = anchors.alexnet_table()
     n, max_budget = values.shape
     b = policies.halving_schedule("sh", n, max_budget, anchors.ETA).brackets[0]
     bracket = (b.sizes, b.budgets, b.round_budgets)

@@ -123,7 +123,8 @@ def _fields(trace: Trace) -> dict:
         raise TypeError(f"trace must be a jaxstop.sim.Trace, got {type(trace).__name__}")
     out = dict(
         value=trace.results.value, epoch=trace.results.epoch, config=trace.jobs.config, active=trace.active,
-        spent=trace.spent, incumbents=trace.incumbents, incumbent_value=trace.incumbent_value,
+        spent=trace.spent, incumbents=trace.incumbents, incumbent=trace.incumbent,
+        incumbent_value=trace.incumbent_value,
         incumbent_test=trace.incumbent_test, budget=trace.budget, stop_job=trace.stop_job,
         truncated=trace.truncated,
     )
@@ -148,12 +149,12 @@ def _check_same_table(f: dict, table: CurveTable) -> None:
     ``incumbent_value`` is not the table's loss of its incumbent at the end of its curve (the
     value :func:`~jaxstop.sim.run` records, with the same clipping of the index). Compared in
     the narrower of the two dtypes, so a float32 run summarised with its float64 table passes."""
-    if not _checks.is_concrete(f["incumbents"], f["incumbent_value"], table.values):
+    if not _checks.is_concrete(f["incumbent"], f["incumbent_value"], table.values):
         return
     values = np.asarray(table.values)
     lengths = np.asarray(curve_lengths(table))
     got = np.asarray(f["incumbent_value"])
-    inc = np.asarray(f["incumbents"])[:, -1] if f["incumbents"].shape[1] else np.full(got.shape, -1)
+    inc = np.asarray(f["incumbent"])
     rows = np.clip(inc, 0, values.shape[0] - 1)
     want = np.where(inc >= 0, values[rows, lengths[rows] - 1], np.nan)
     narrow = min(np.dtype(got.dtype), np.dtype(values.dtype), key=lambda d: d.itemsize)
