@@ -34,9 +34,13 @@ RESULTS.md); ``--warping on`` fits it in both GPs (the bound's and the BO's). Pr
 authors' code (``regret.FitOptions.prior``). Rows (``--rows``, ``--starts``): by default each
 row's fits are warm-started from the row before; ``--rows cold --starts 5`` fits every row afresh
 from the prior's start with 5 starts, as the authors' code does (a new AutoGluon GP per
-iteration, L-BFGS from 5 starts). The fit itself still differs (their L-BFGS-B to 1e-6; ours
-``--first-fit-steps`` quasi-Newton steps to ``fit_tol``), so our bound is not the authors'
-bound, and the comparison shows how much the conclusions depend on it.
+iteration, L-BFGS from 5 starts). ``--joint --min-noise 1e-9`` fits as AutoGluon does (the
+amplitude and the mean jointly with the rest, the noise variance itself floored at 1e-9:
+``ReplayOptions.joint``), and ``--candidates authors`` takes the code's candidates (the same
+2,000 points at every iteration, RF's ``max_depth`` on its integer grid); with all of these the
+replay computes the authors' bound (``benchmarks/explore/authors_bound.py`` checks it row by
+row against an independent transcription of their code), up to the optimiser (their L-BFGS-B
+to ``tol`` 1e-6; ours ``--first-fit-steps`` quasi-Newton steps to ``fit_tol``).
 
 Usage (from the repository root)::
 
@@ -84,6 +88,26 @@ CONV = (10, 30, 50)
 WARPING = {"on": True, "off": False, "convention": None}  # --warping -> ReplayOptions.warping
 
 
+def authors_candidates(tr, idx, num=2000):
+    """The candidates of the authors' code for traces ``idx``, shape (len(idx), num, d_max): the
+    same ``num`` points at every iteration, ``RandomCandidateGenerator(hp_ranges, seed)``
+    (``src/enhanced_gp.py``, ``min_lcb``): ``RandomState(seed)`` uniforms over the
+    hyperparameters in name order (the unit cube's column order), RF's integer ``max_depth``
+    (1-5, the one hyperparameter their internal space keeps on an integer grid) rounded to its
+    grid as AutoGluon's integer range does (``[0.5, 5.5]``); padded dimensions 0."""
+    out = np.zeros((len(idx), num, tr.configs.shape[2]))
+    for r, t in enumerate(idx):
+        dm = tr.dim_mask[t]
+        u = np.random.RandomState(int(tr.seed[t])).uniform(size=(num, int(dm.sum())))
+        names = list(tr.names[t][dm])
+        if tr.algo[t] == "RF":
+            j = names.index("max_depth")
+            v = np.round(0.5 + 1e-6 + u[:, j] * (5 - 2e-6))  # AutoGluon's integer range, EPS inside
+            u[:, j] = (v - 1) / 4  # the stored encoding of max_depth (1..5 -> [0, 1])
+        out[r][:, dm] = u
+    return out
+
+
 def _worker(payload):
     """Replays a list of chunks of traces in one process (pinned to one core)."""
     core, convention, chunks, opts = payload
@@ -98,23 +122,24 @@ def _worker(payload):
     recorded = convention == "authors"
     n = opts["evaluations"]
 
-    def one(c, v, f, dm, key, ei, pi):
+    def one(c, v, f, dm, key, ei, pi, cand):
         # ours_scales / ours_variances: the convention's Ours_0.21 and Ours_0.5
         options = regret.ReplayOptions(conv_patience=CONV, ei_thresholds=(1e-8,), pi_thresholds=(1e-8,),
                                        fit_steps=opts["fit_steps"], first_fit_steps=opts["first_fit_steps"],
                                        num_segments=opts["segments"], acq_gp=opts["acq_gp"],
                                        warping=opts["warping"], prior=opts["prior"],
                                        warm_start=opts["warm_start"], num_starts=opts["num_starts"],
-                                       fit_tol=opts["fit_tol"])
+                                       fit_tol=opts["fit_tol"], joint=opts["joint"], min_noise=opts["min_noise"])
         return regret.replay(key, c, v, f, dim_mask=dm, ei=ei if recorded else None, pi=pi if recorded else None,
-                             convention=convention, options=options)
+                             convention=convention, candidates=cand if opts["candidates"] == "authors" else None,
+                             options=options)
 
     fn = jax.jit(jax.vmap(one))
     out, compile_s, run_s = [], 0.0, 0.0
     for idx in chunks:
         keys = jax.vmap(lambda i: jax.random.fold_in(jax.random.key(opts["seed"]), i))(jnp.asarray(idx))
         args = (tr.configs[idx, :n], tr.values[idx, :n], tr.fold_scores[idx, :n], tr.dim_mask[idx], keys,
-                tr.ei[idx, :n], tr.pi[idx, :n])
+                tr.ei[idx, :n], tr.pi[idx, :n], authors_candidates(tr, idx))
         start = time.perf_counter()
         if compile_s == 0.0:
             fn = fn.lower(*args).compile()
@@ -137,7 +162,8 @@ def run_convention(convention, traces, args):
     opts = {"fit_steps": args.fit_steps, "first_fit_steps": args.first_fit_steps, "segments": args.segments,
             "seed": args.seed, "evaluations": args.evaluations, "acq_gp": args.acq_gp,
             "warping": WARPING[args.warping], "prior": None if args.prior == "convention" else args.prior,
-            "warm_start": args.rows == "warm", "num_starts": args.starts, "fit_tol": args.fit_tol}
+            "warm_start": args.rows == "warm", "num_starts": args.starts, "fit_tol": args.fit_tol,
+            "joint": args.joint, "min_noise": args.min_noise, "candidates": args.candidates}
     payloads = [((j % ncpu) if args.pin else None, convention, chunks[j::jobs], opts) for j in range(jobs)]
     start = time.perf_counter()
     if jobs == 1:
@@ -277,6 +303,15 @@ def main(argv=None):
     ap.add_argument("--fit-tol", type=float, default=1e-2,
                     help="every fit stops once no gradient component exceeds this (ReplayOptions.fit_tol; "
                          "default 1e-2; the authors' L-BFGS-B: 1e-6, at most 500 iterations)")
+    ap.add_argument("--joint", action="store_true",
+                    help="fit the amplitude and the mean jointly, min_noise flooring the noise variance itself "
+                         "(ReplayOptions.joint: AutoGluon 0.1's fit, that of the authors' code)")
+    ap.add_argument("--min-noise", type=float, default=1e-6,
+                    help="floor of the noise-to-amplitude ratio, or with --joint of the noise variance "
+                         "(ReplayOptions.min_noise; AutoGluon: 1e-9)")
+    ap.add_argument("--candidates", choices=("uniform", "authors"), default="uniform",
+                    help="the LCB's candidates: the convention's uniform draws per row, or those of the authors' "
+                         "code (the same 2,000 points at every iteration, RF's max_depth on its integer grid)")
     ap.add_argument("--segments", type=int, default=None,
                     help="capacity segments of the replay scan (default 4; 1 with --quick: less compilation)")
     ap.add_argument("--seed", type=int, default=0)
@@ -329,6 +364,12 @@ def main(argv=None):
             steps += f", {args.starts} starts per fit"
         if args.fit_tol != 1e-2:
             steps += f", fit_tol {args.fit_tol:g}"
+        if args.candidates == "authors":
+            steps += ", the authors' candidates"
+        if args.joint:
+            steps += f", joint fits (noise variance >= {args.min_noise:g})"
+        elif args.min_noise != 1e-6:
+            steps += f", noise-to-amplitude ratio >= {args.min_noise:g}"
         prior = regret_conventions()[conv]["prior"] if args.prior == "convention" else args.prior
         lines += table(sc, algo_of, f"jaxstop, convention `{conv}`, input warping {'on' if warp else 'off'}, "
                                     f"priors `{prior}` (EI / PI: {acq}; {steps})")

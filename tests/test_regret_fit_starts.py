@@ -56,6 +56,24 @@ def test_perturbed_starts_are_the_start_plus_unit_normal_draws_clipped_to_the_bo
     assert abs(share - p) < 4.5 * math.sqrt(p * (1 - p) / noise.size)
 
 
+def test_joint_starts_also_draw_the_amplitude_and_the_mean():
+    """With ``joint`` (the joint fit, where the amplitude and the mean are coordinates like
+    the others, as in AutoGluon's restarts) the amplitude's log and the mean get N(0, 1)
+    draws too: moments of 4,000 draws within 4.5 standard errors; the lengthscales' draws
+    are those of the profiled starts (the same keys)."""
+    num, d = 4001, 2
+    init = gp_core.default_init(d, jnp.float64)
+    mask = jnp.array([True, True])
+    s = gp_starts.perturbed_starts(jax.random.key(5), init, num, mask, joint=True)
+    for field in ("log_amplitude", "mean"):
+        a = np.asarray(getattr(s, field))
+        assert a[0] == float(getattr(init, field))
+        z = a[1:] - float(getattr(init, field))
+        assert abs(z.mean()) < 0.071 and abs(z.std() - 1) < 0.05
+    p = gp_starts.perturbed_starts(jax.random.key(5), init, num, mask)
+    np.testing.assert_array_equal(np.asarray(s.log_lengthscales), np.asarray(p.log_lengthscales))
+
+
 def _bumpy(seed, n=28):
     rng = np.random.default_rng(seed)
     X = rng.uniform(size=(n, 2))
@@ -125,3 +143,33 @@ def test_cold_replay_rows_are_fresh_fits_from_the_prior_start():
     assert any(int(f.fit_info.restart) > 0 for f in loop)
     with pytest.raises(TypeError, match="warm_start"):
         regret.replay(key, X, values, folds, options=regret.ReplayOptions(warm_start=1))
+
+
+def test_replay_with_given_candidates_and_joint_fits_is_a_loop_of_such_fits():
+    """``replay(..., candidates=C)`` with ``ReplayOptions(joint=True, warm_start=False)``:
+    every row is ``fit_regret_bound`` with ``candidates=C`` (the same points at every row,
+    as the authors' code draws them) and the joint fit, from the prior's start. Loop and scan
+    are different programs over the same steps (relative 1e-6, as above). Candidates of the
+    wrong shape or outside the cube raise, naming the argument."""
+    T, key = 22, jax.random.key(7)
+    rng = np.random.default_rng(2)
+    X = rng.uniform(size=(T, 2))
+    folds = np.sum((X - 0.6) ** 2, axis=1)[:, None] + 0.05 * rng.normal(size=(T, 4))
+    values = folds.mean(1)
+    cand = np.round(rng.uniform(size=(64, 2)) * 4) / 4  # a grid, as an integer hyperparameter's
+    rec = np.full(T, 1.0)
+    paper = regret.CONVENTIONS["paper"]
+    ropts = regret.ReplayOptions(num_segments=1, prior="autogluon", warm_start=False, first_fit_steps=40,
+                                 joint=True, min_noise=1e-9)
+    res = regret.replay(key, X, values, folds, ei=rec, pi=rec, min_points=10, candidates=cand, options=ropts)
+    opts = regret.FitOptions(fit_steps=40, refine_steps=paper["refine_steps"], fit_mean=paper["fit_mean"],
+                             prior="autogluon", joint=True, min_noise=1e-9)
+    loop = [regret.fit_regret_bound(jax.random.fold_in(key, t), X, values, jnp.arange(T) < t + 1, fraction=0.5,
+                                    min_points=10, candidates=cand, beta_t=paper["beta_t"], options=opts)
+            for t in range(19, T)]
+    np.testing.assert_allclose(np.asarray(res.bound)[19:], [float(f.bound.bound) for f in loop], rtol=1e-6)
+    assert np.all(np.asarray(res.ok)[19:])
+    with pytest.raises(ValueError, match="candidates"):
+        regret.replay(key, X, values, folds, candidates=cand[:, :1], options=ropts)
+    with pytest.raises(ValueError, match="candidates"):
+        regret.replay(key, X, values, folds, candidates=cand + 1.5, options=ropts)

@@ -383,7 +383,7 @@ def objective(raw, X, y, mask, min_noise, use_prior, fit_mean, mean0):
 
 def fit_profiled(X, z, mask, init: GPParams, min_noise, *, steps: int, fit_mean: bool,
                  use_prior: bool = True, tol: float = 0.0, max_step: float = 1.0, inv_hessian=None,
-                 warping: bool = False):
+                 warping: bool = False, joint: bool = False):
     """ML-II fit with a bounded cost: at most ``steps`` objective evaluations (the first at ``init``).
 
     Dense BFGS on the inverse Hessian of the objective (negative log
@@ -415,6 +415,16 @@ def fit_profiled(X, z, mask, init: GPParams, min_noise, *, steps: int, fit_mean:
     steps see fewer dimensions and no amplitude-lengthscale coupling, and reach a given
     objective gap in fewer steps, far more reliably from a cold start.
 
+    ``joint`` (static) fits the amplitude and the mean (with ``fit_mean``) jointly with the
+    other hyperparameters instead (:func:`objective`: one quasi-Newton search over all of
+    them, as AutoGluon 0.1's L-BFGS does), and ``min_noise`` then floors the noise variance
+    itself (``noise = min_noise + exp(raw)``; AutoGluon: 1e-9 on the standardised scale),
+    not its ratio to the amplitude. The two floors have different constrained optima where
+    the floor is active, as it is wherever a prior pushes the noise down to it (AutoGluon's
+    Gamma(0.1, 1), whose log density falls like ``-0.9 log noise``): with the ratio floored,
+    a smaller amplitude also lowers the noise, which that prior rewards, so the profiled fit
+    ends at a smaller amplitude than AutoGluon's. ``post`` is then conditioned afresh.
+
     ``warping`` (static) fits an input warping with the rest (:mod:`jaxstop._src.warping`:
     ``log a``, ``log b`` per dimension in ``[-log 4, log 4]``, their prior with
     ``use_prior``), from ``init``'s or the identity (:func:`gp_core.with_warping`).
@@ -443,14 +453,25 @@ def fit_profiled(X, z, mask, init: GPParams, min_noise, *, steps: int, fit_mean:
     X, z = gp_likelihood.inert(mask, X, z)
     min_noise = jnp.asarray(min_noise, dt)
     mean0 = jnp.asarray(init.mean, dt)
-    start = init._replace(log_noise=init.log_noise - init.log_amplitude)
-    objective = partial(objective_profiled_scale, X=X, y=z, mask=mask, min_noise=min_noise,
-                        use_prior=use_prior, fit_mean=fit_mean, mean0=mean0)
+    m = X.shape[0]
+    no_factor = (jnp.full((m, m), jnp.nan, dt), jnp.full((m, m), jnp.nan, dt), jnp.asarray(False))
+    if joint:
+        start = init
+
+        def obj(raw):  # the full hyperparameters ride along, as the profiled objective's do
+            p = from_raw(clip_raw(raw), min_noise)
+            p = p if fit_mean else p._replace(mean=mean0)
+            value = objective(raw, X, z, mask, min_noise, use_prior, fit_mean, mean0)
+            return value, jax.lax.stop_gradient((p, no_factor))
+    else:
+        start = init._replace(log_noise=init.log_noise - init.log_amplitude)
+        obj = partial(objective_profiled_scale, X=X, y=z, mask=mask, min_noise=min_noise,
+                      use_prior=use_prior, fit_mean=fit_mean, mean0=mean0)
     raw0 = to_raw(start, min_noise)
     theta0, unravel = jax.flatten_util.ravel_pytree(raw0)
 
     def value_and_grad(theta):
-        (f, q), g = jax.value_and_grad(lambda v: objective(unravel(v)), has_aux=True)(theta)
+        (f, q), g = jax.value_and_grad(lambda v: obj(unravel(v)), has_aux=True)(theta)
         return f, q, jnp.where(jnp.isfinite(g), g, 0)
 
     num = theta0.shape[0]
@@ -519,16 +540,17 @@ def fit_profiled(X, z, mask, init: GPParams, min_noise, *, steps: int, fit_mean:
     # always accepted), so the objective is traced once. Profiled-out coordinates of
     # theta (the mean, the amplitude) have gradient 0 and never move; the objective
     # returns the full hyperparameters and their Cholesky factor, carried beside theta.
-    m = X.shape[0]
-    params0 = (jax.tree_util.tree_map(lambda a: jnp.asarray(a, dt), init),
-               (jnp.full((m, m), jnp.nan, dt), jnp.full((m, m), jnp.nan, dt), jnp.asarray(False)))
+    params0 = (jax.tree_util.tree_map(lambda a: jnp.asarray(a, dt), init), no_factor)
     carry0 = (theta0, params0, jnp.asarray(jnp.inf, dt), jnp.zeros_like(theta0), H0,
               jnp.ones((), dt), scaled0, jnp.asarray(False), jnp.zeros((), jnp.int32))
     _, (p, factor), f, _, H, _, _, _, used = jax.lax.while_loop(go_on, step, carry0)
     finite = jnp.isfinite(f) & (f < 1e10) & jnp.all(
         jnp.stack([jnp.all(jnp.isfinite(a)) for a in jax.tree_util.tree_leaves(p)]))
     info = fit_info(f, finite, 0, mask, used, bad)
-    post = gp_core.posterior_from_scaled_factor(p, X, z, mask, factor)
+    if joint:
+        post = gp_core.posterior(p, X, z, mask)
+    else:
+        post = gp_core.posterior_from_scaled_factor(p, X, z, mask, factor)
     reason = jnp.where(post.ok & ~info.ok, info.reason, post.reason)
     return p, info, post._replace(ok=post.ok & info.ok, reason=reason), H
 

@@ -45,7 +45,7 @@ def uniform_starts(key, init: GPParams, num: int, d: int, dtype) -> GPParams:
     return jax.tree_util.tree_map(lambda a, b: jnp.concatenate([jnp.asarray(a, dtype)[None], b]), init, extra)
 
 
-def perturbed_starts(key, init: GPParams, num: int, dim_mask, std: float = 1.0) -> GPParams:
+def perturbed_starts(key, init: GPParams, num: int, dim_mask, std: float = 1.0, joint: bool = False) -> GPParams:
     """``num`` starts of a fit with a leading axis: ``init`` first, then ``num - 1`` copies
     with independent N(0, ``std``^2) draws added to the log lengthscales of the real
     dimensions (``dim_mask``), the log noise and, with a warping, the real dimensions'
@@ -54,8 +54,9 @@ def perturbed_starts(key, init: GPParams, num: int, dim_mask, std: float = 1.0) 
     (``gpautograd/optimization_utils.py``: the initial values plus N(0, 1) in the
     optimiser's coordinates, clipped to the bounds; the first start is the initial values).
     The amplitude and the mean are not drawn: :func:`jaxstop._src.gp_fit.fit_profiled` profiles the amplitude
-    out (and the mean with ``fit_mean``, or holds it). Padded dimensions keep ``init``'s
-    values, where the priors' gradients are 0.
+    out (and the mean with ``fit_mean``, or holds it); with ``joint`` (its joint fit, where
+    they are coordinates like the others, as in AutoGluon) they are drawn too. Padded
+    dimensions keep ``init``'s values, where the priors' gradients are 0.
 
     Example:
         >>> import jax, jax.numpy as jnp
@@ -82,9 +83,15 @@ def perturbed_starts(key, init: GPParams, num: int, dim_mask, std: float = 1.0) 
     def same(a):
         return None if a is None else jnp.broadcast_to(jnp.asarray(a, dt), (num,) + jnp.shape(a))
 
-    out = GPParams(same(init.log_amplitude),
+    if joint:
+        k_amp, k_mean = jax.random.split(jax.random.fold_in(key, 4))
+        amp = draw(k_amp, init.log_amplitude, True, lo.log_amplitude, hi.log_amplitude)
+        mean = draw(k_mean, init.mean, True, lo.mean, hi.mean)
+    else:
+        amp, mean = same(init.log_amplitude), same(init.mean)
+    out = GPParams(amp,
                    draw(keys[0], init.log_lengthscales, dim_mask, lo.log_lengthscales, hi.log_lengthscales),
-                   draw(keys[1], init.log_noise, True, lo.log_noise, hi.log_noise), same(init.mean))
+                   draw(keys[1], init.log_noise, True, lo.log_noise, hi.log_noise), mean)
     if init.warped:
         out = out._replace(log_warp_a=draw(keys[2], init.log_warp_a, dim_mask, lo.log_warp_a, hi.log_warp_a),
                            log_warp_b=draw(keys[3], init.log_warp_b, dim_mask, lo.log_warp_b, hi.log_warp_b))

@@ -239,7 +239,11 @@ class FitConfig(NamedTuple):
 
     ``num_starts``: the fit runs from ``init`` and ``num_starts - 1`` random perturbations of
     it (:func:`jaxstop._src.gp_starts.perturbed_starts`) and keeps the best objective
-    (:func:`jaxstop._src.optim.multistart`; ``FitInfo.restart`` says which)."""
+    (:func:`jaxstop._src.optim.multistart`; ``FitInfo.restart`` says which).
+
+    ``joint``: fit the amplitude and the mean jointly with the rest, with ``min_noise`` a
+    floor on the noise variance itself (AutoGluon 0.1's fit), instead of profiling them out
+    with the floor on the noise-to-amplitude ratio (:func:`jaxstop._src.gp_fit.fit_profiled`)."""
 
     capacity: int
     fraction: float
@@ -256,6 +260,7 @@ class FitConfig(NamedTuple):
     warping: bool = False
     prior: str = "optuna"
     num_starts: int = 1
+    joint: bool = False
 
 
 def fit_and_bound(key, X, y, avail, init, cand, dim_mask, size, delta, scale, cfg: FitConfig, init_h=None):
@@ -290,9 +295,9 @@ def _fit_and_bound_one(key, X, y, avail, init, cand, dim_mask, size, delta, scal
     order, tmask, top, Xt, z, mean, std = standardized_top(X, y, avail, cfg.capacity, cfg.fraction, cfg.min_points)
     k_start, k_cand = jax.random.split(key)
     fit = partial(gp_fit.fit_profiled, Xt, z, tmask, min_noise=cfg.min_noise, steps=cfg.steps, fit_mean=cfg.fit_mean,
-                  tol=cfg.fit_tol, warping=cfg.warping, use_prior=cfg.prior)
+                  tol=cfg.fit_tol, warping=cfg.warping, use_prior=cfg.prior, joint=cfg.joint)
     if cfg.num_starts > 1:
-        starts = gp_starts.perturbed_starts(k_start, init, cfg.num_starts, dim_mask)
+        starts = gp_starts.perturbed_starts(k_start, init, cfg.num_starts, dim_mask, joint=cfg.joint)
         # the given curvature goes with the given start; the perturbed ones start without
         r = gp_fit.raw_size(X.shape[1], cfg.warping)
         h0 = jnp.zeros((r, r), dt) if init_h is None else init_h

@@ -156,6 +156,7 @@ def fit_regret_bound(
         chunk_size=_checks.positive_int(opts.chunk_size, "chunk_size"),
         fit_tol=_checks.nonneg_float(opts.fit_tol, "fit_tol"), warping=warping,
         prior=prior, num_starts=_checks.positive_int(opts.num_starts, "options.num_starts"),
+        joint=_args.flag(opts.joint, "options.joint"),
     )
     size = _args.beta_size(opts.beta_size, dim_mask, dt)
     return _fit_regret_bound_jit(key, X, y, mask, init, init_h, cand, dim_mask, size,

@@ -37,7 +37,8 @@ class FitOptions(NamedTuple):
             estimate for the current kernel, the ML-II value under its flat prior) or keep
             it at 0 like Optuna (False).
         min_noise: Lower bound on the GP noise variance relative to its amplitude (standardised
-            scale, where the fitted amplitude is of order 1; the fit profiles the amplitude out).
+            scale, where the fitted amplitude is of order 1; the fit profiles the amplitude out);
+            with ``joint``, on the noise variance itself.
         refine_steps: Gradient refinement of the LCB minimum (0 = off).
         refine_starts: Starts of the refinement.
         chunk_size: Candidates predicted at a time.
@@ -65,6 +66,17 @@ class FitOptions(NamedTuple):
             perturbations of it (N(0, 1) on its log lengthscales and log noise, clipped to
             the box: AutoGluon 0.1's restarts, 5 in the authors' code); the best objective
             wins and ``fit_info.restart`` says which. Each start costs a fit.
+        joint: Fit the amplitude and the mean jointly with the lengthscales and the noise
+            (one quasi-Newton search over all of them, as AutoGluon 0.1's L-BFGS-B does)
+            instead of profiling them out, with ``min_noise`` a floor on the noise variance
+            itself (AutoGluon's ``NOISE_VARIANCE_LOWER_BOUND``: 1e-9) instead of on its ratio
+            to the amplitude; the random starts then perturb the amplitude and the mean too
+            (AutoGluon's restarts perturb every parameter). Under AutoGluon's Gamma(0.1, 1)
+            noise prior the noise ends at its floor, and the floor's kind changes the fit: with
+            the ratio floored a smaller amplitude also lowers the noise, which that prior
+            rewards, so the profiled fit ends at a smaller amplitude (and a bound about 5%
+            smaller, ``benchmarks/explore/authors_bound.py``). ``joint=True, min_noise=1e-9,
+            prior="autogluon", num_starts=5`` is the fit of the authors' code.
 
     Example:
         >>> from jaxstop import regret
@@ -85,6 +97,7 @@ class FitOptions(NamedTuple):
     warping: bool = False
     prior: str = "optuna"
     num_starts: int = 1
+    joint: bool = False
 
 
 class ReplayOptions(NamedTuple):
@@ -125,7 +138,8 @@ class ReplayOptions(NamedTuple):
             (each of the two GPs with ``acq_gp="all"``); None: 30 and 6, or 60 and 12
             with ``warping``.
         fit_tol: Each fit stops once converged, as in :func:`~jaxstop.regret.fit_regret_bound`.
-        min_noise: Lower bound on the GP noise variance relative to its amplitude.
+        min_noise: Lower bound on the GP noise variance relative to its amplitude (with
+            ``joint``, on the noise variance itself).
         num_segments: Capacity segments (each is compiled separately).
         chunk_size: Candidates predicted at a time.
         ours_variances: The ``Ours`` rules of the paper's text, ``bound < sqrt(v * s^2)``
@@ -154,7 +168,9 @@ class ReplayOptions(NamedTuple):
             ``warm_start=False, num_starts=5, prior="autogluon"`` each row's bound is fitted
             as the authors' code fits it (AutoGluon 0.1's ``DEFAULT_OPTIMIZATION_CONFIG``:
             5 starts), up to the optimiser (their L-BFGS-B to ``tol = 1e-6``, at most 500
-            iterations; here ``first_fit_steps`` quasi-Newton steps to ``fit_tol``).
+            iterations; here ``first_fit_steps`` quasi-Newton steps to ``fit_tol``), with
+            ``joint=True, min_noise=1e-9`` as well.
+        joint: Every fit joint, the noise variance floored (:class:`FitOptions` ``joint``).
 
     Example:
         >>> from jaxstop import regret
@@ -193,3 +209,4 @@ class ReplayOptions(NamedTuple):
     prior: str | None = None
     warm_start: bool = True
     num_starts: int = 1
+    joint: bool = False

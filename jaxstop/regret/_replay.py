@@ -126,6 +126,7 @@ class _ReplayConfig(NamedTuple):
     prior: str = "optuna"  # both GPs' hyperparameter priors
     warm_start: bool = True  # False: every row fitted afresh from the prior's start
     num_starts: int = 1  # starts of every fit
+    joint: bool = False  # amplitude and mean fitted jointly, the noise variance floored (AutoGluon)
 
 
 def _segments(T: int, t0: int, lag: int, fraction: float, min_points: int, num_segments: int, acq_all: bool) -> tuple:
@@ -162,7 +163,7 @@ def _replay_row(warm, t, data, cfg: _ReplayConfig, capacity: int, acq_capacity: 
     """One row of the replay: the bound after the evaluations of row ``t`` and the EI / PI
     maxima; ``warm`` is the previous row's ``(params, inv_hessian)`` of the bound's GP
     and, with ``acq_capacity > 0``, of the BO's GP: the warm starts of this row's fits."""
-    configs, values, avail0, dim_mask, key, size, delta, scale = data
+    configs, values, avail0, dim_mask, key, size, delta, scale, cand = data
     T = values.shape[0]
     avail = avail0 & (jnp.arange(T) < t + 1 - cfg.lag)
     fcfg = termination.FitConfig(
@@ -170,11 +171,10 @@ def _replay_row(warm, t, data, cfg: _ReplayConfig, capacity: int, acq_capacity: 
         steps=cfg.fit_steps if cfg.warm_start else cfg.first_fit_steps,
         fit_mean=cfg.fit_mean, min_noise=cfg.min_noise, num_random=cfg.num_candidates,
         refine_steps=cfg.refine_steps, refine_starts=cfg.refine_starts, chunk_size=cfg.chunk_size,
-        fit_tol=cfg.fit_tol, warping=cfg.warping, prior=cfg.prior, num_starts=cfg.num_starts,
+        fit_tol=cfg.fit_tol, warping=cfg.warping, prior=cfg.prior, num_starts=cfg.num_starts, joint=cfg.joint,
     )
     if not cfg.warm_start:  # every row afresh: the prior's start, no curvature
         warm = _start(configs.shape[1], dim_mask, values.dtype, cfg) * 2
-    cand = jnp.zeros((0, configs.shape[1]), configs.dtype)
     k_row = jax.random.fold_in(key, t)
 
     def fit(cfg_, params, inv_h):
@@ -189,7 +189,7 @@ def _replay_row(warm, t, data, cfg: _ReplayConfig, capacity: int, acq_capacity: 
     rb = fb.bound
     ei, pi, reason = fb.ei_max, fb.pi_max, rb.reason
     if acq_capacity:
-        # The BO's GP on every evaluation (same random candidates: the same row key).
+        # The BO's GP on every evaluation (the same candidates: given, or drawn with the same row key).
         fa, warm_acq = fit(termination.acquisition_config(fcfg, acq_capacity), *warm[2:])
         inf = jnp.asarray(jnp.inf, ei.dtype)
         ei, pi = jnp.where(fa.ok, fa.ei_max, inf), jnp.where(fa.ok, fa.pi_max, inf)
@@ -223,14 +223,15 @@ def _replay_prefix(configs, values, fold_scores, mask, fold_mask, cfg: _ReplayCo
 
 
 def _replay_impl(key, configs, values, fold_scores, mask, fold_mask, dim_mask, ei_rec, pi_rec, size, delta, scale,
-                 scales, variances, patience, ei_t, pi_t, conv_rtol, cfg: _ReplayConfig, *, python_loop: bool = False):
+                 scales, variances, patience, ei_t, pi_t, conv_rtol, cand, cfg: _ReplayConfig, *,
+                 python_loop: bool = False):
     dt = values.dtype
     T = values.shape[0]
     avail0, incumbent, best, num_eval, threshold, variance = _replay_prefix(configs, values, fold_scores, mask,
                                                                             fold_mask, cfg)
     # The fit sees every real row: a non-finite value there (traced input) is reported by
     # its status (Reason.BAD_INPUT), not silently dropped.
-    data = (configs, values, mask, dim_mask, key, size, delta, scale)
+    data = (configs, values, mask, dim_mask, key, size, delta, scale, cand)
     fit_state = _start(configs.shape[1], dim_mask, dt, cfg) * 2  # the bound's GP, the BO's GP
     inf = jnp.asarray(jnp.inf, dt)
     outs = [(jnp.full((cfg.t0,), inf), jnp.full((cfg.t0,), inf), jnp.full((cfg.t0,), -inf),
@@ -295,6 +296,7 @@ def replay(
     fraction: float = 0.5,
     min_points: int = 20,
     min_evaluations: int = 20,
+    candidates: ArrayLike | None = None,
     options: ReplayOptions | None = None,
     **deprecated_keywords,
 ) -> ReplayResult:
@@ -354,6 +356,11 @@ def replay(
             Optuna; the paper gives no minimum).
         min_evaluations: No rule fires before this many evaluations, and rows before it
             are not computed (Sec. 4.1: "only after the first 20 iterations").
+        candidates: Domain points of every row's LCB minimum (with the fitted points), shape
+            (m, d), in the unit cube, the same at every row, instead of ``options.candidates``
+            uniform draws per row. The authors' code draws its 2,000 candidates with the same
+            seed at every iteration (``src/enhanced_gp.py``, ``min_lcb``), and keeps integer
+            hyperparameters on their grid there; pass such points to follow it.
         options: The other settings; default ``ReplayOptions()``.
         **deprecated_keywords: Deprecated: ``key`` (see above) and the fields of
             :class:`ReplayOptions` as keywords, applied on top of ``options``.
@@ -431,6 +438,14 @@ def replay(
             if a.shape != (T,):
                 raise ValueError(f"{name} must have shape ({T},) like values, got {a.shape}")
         rec[name] = a
+    if candidates is None:
+        cand = jnp.zeros((0, d), dt)
+    else:
+        cand = _checks.float_array(candidates, "candidates", dt)
+        _checks.check_rank(cand, 2, "candidates", "with shape (m, d)")
+        if cand.shape[0] < 1 or cand.shape[1] != d:
+            raise ValueError(f"candidates must have shape (m, {d}) with m >= 1 like configs, got {cand.shape}")
+        _checks.check_unit_cube(cand, "candidates")
 
     lag = _args.nonneg_int(opts.lag, "lag")
     if opts.beta_t not in termination.BETA_T:
@@ -458,7 +473,7 @@ def replay(
         fraction=fraction, min_points=min_points, min_evaluations=min_evaluations, beta_t=opts.beta_t,
         ddof=int(opts.ddof), test_train_ratio=test_train_ratio, fixed_threshold=bool(opts.fixed_threshold),
         ties_last=opts.ties == "last",
-        num_candidates=_checks.positive_int(opts.candidates, "candidates"),
+        num_candidates=0 if candidates is not None else _checks.positive_int(opts.candidates, "candidates"),
         refine_steps=_args.nonneg_int(opts.refine_steps, "refine_steps"),
         refine_starts=_checks.positive_int(opts.refine_starts, "refine_starts"),
         first_fit_steps=_checks.positive_int(_steps(opts.first_fit_steps, FIRST_FIT_STEPS, warping),
@@ -472,6 +487,7 @@ def replay(
         warping=warping, prior=_args.prior(opts.prior),
         warm_start=_args.flag(opts.warm_start, "warm_start"),
         num_starts=_checks.positive_int(opts.num_starts, "num_starts"),
+        joint=_args.flag(opts.joint, "joint"),
     )
     conv_rtol = _args.rtol(opts.conv_rtol, "conv_rtol")
     scales, variances, patience, ei_t, pi_t = _rules.rule_arrays(opts.ours_scales, opts.ours_variances,
@@ -482,7 +498,7 @@ def replay(
                        jnp.asarray(_args.float_param(opts.delta, "delta", high=1.0), dt),
                        jnp.asarray(_args.float_param(opts.beta_scale, "beta_scale"), dt), scales, variances, patience,
                        ei_t, pi_t,
-                       jnp.asarray(conv_rtol, dt), cfg=cfg)
+                       jnp.asarray(conv_rtol, dt), cand, cfg=cfg)
 
 
 def _key_first(first, configs, values, fold_scores, keywords: dict):
