@@ -9,6 +9,7 @@ and the BO's) inside a ``lax.scan`` per capacity segment.
 from __future__ import annotations
 
 import math
+import numbers
 from functools import partial
 from typing import NamedTuple
 
@@ -296,7 +297,7 @@ def replay(
     fraction: float = 0.5,
     min_points: int = 20,
     min_evaluations: int = 20,
-    candidates: ArrayLike | None = None,
+    candidates: ArrayLike | int | None = None,
     options: ReplayOptions | None = None,
     **deprecated_keywords,
 ) -> ReplayResult:
@@ -360,7 +361,8 @@ def replay(
             (m, d), in the unit cube, the same at every row, instead of ``options.candidates``
             uniform draws per row. The authors' code draws its 2,000 candidates with the same
             seed at every iteration (``src/enhanced_gp.py``, ``min_lcb``), and keeps integer
-            hyperparameters on their grid there; pass such points to follow it.
+            hyperparameters on their grid there; pass such points to follow it. (An int is
+            the deprecated keyword form of ``options.candidates``.)
         options: The other settings; default ``ReplayOptions()``.
         **deprecated_keywords: Deprecated: ``key`` (see above) and the fields of
             :class:`ReplayOptions` as keywords, applied on top of ``options``.
@@ -396,6 +398,8 @@ def replay(
         ((30,), 30, True)
     """
     key, configs, values, fold_scores = _key_first(key, configs, values, fold_scores, deprecated_keywords)
+    if isinstance(candidates, numbers.Integral):  # the deprecated keyword form of options.candidates
+        deprecated_keywords["candidates"], candidates = candidates, None
     if convention not in CONVENTIONS:
         raise ValueError(f"convention must be one of {tuple(CONVENTIONS)}, got {convention!r}")
     opts = _checks.options_with(options, ReplayOptions, "replay", deprecated_keywords)
