@@ -415,15 +415,11 @@ def fit_profiled(X, z, mask, init: GPParams, min_noise, *, steps: int, fit_mean:
     steps see fewer dimensions and no amplitude-lengthscale coupling, and reach a given
     objective gap in fewer steps, far more reliably from a cold start.
 
-    ``joint`` (static) fits the amplitude and the mean (with ``fit_mean``) jointly with the
-    other hyperparameters instead (:func:`objective`: one quasi-Newton search over all of
-    them, as AutoGluon 0.1's L-BFGS does), and ``min_noise`` then floors the noise variance
-    itself (``noise = min_noise + exp(raw)``; AutoGluon: 1e-9 on the standardised scale),
-    not its ratio to the amplitude. The two floors have different constrained optima where
-    the floor is active, as it is wherever a prior pushes the noise down to it (AutoGluon's
-    Gamma(0.1, 1), whose log density falls like ``-0.9 log noise``): with the ratio floored,
-    a smaller amplitude also lowers the noise, which that prior rewards, so the profiled fit
-    ends at a smaller amplitude than AutoGluon's. ``post`` is then conditioned afresh.
+    ``joint`` (static) fits the amplitude and the mean (``fit_mean``) with the rest instead
+    (:func:`objective`, as AutoGluon 0.1's L-BFGS does), ``min_noise`` then flooring the
+    noise variance itself (AutoGluon: 1e-9), not its ratio to the amplitude: where a prior
+    pushes the noise onto the floor (AutoGluon's Gamma(0.1, 1)) the optima differ, the
+    ratio floor trading amplitude for lower noise. ``post`` is then conditioned afresh.
 
     ``warping`` (static) fits an input warping with the rest (:mod:`jaxstop._src.warping`:
     ``log a``, ``log b`` per dimension in ``[-log 4, log 4]``, their prior with
