@@ -119,11 +119,11 @@ Optuna 5.0's ``optuna/terminator`` (``improvement/evaluator.py``: ``RegretBoundE
   traces the preset (Optuna's priors, rows warm-started) gives Ours_0.21 RTC 0.309 / 0.114
   (RF / XGB) against the paper's 0.318 / 0.144; the code's priors alone 0.420 / 0.144; the
   code's fitting procedure with jaxstop's profiled fit 0.437 / 0.161; all of the code's
-  choices 0.354 / 0.166. The last computes the authors' bound (median ratio 1.000 to their
-  recorded one) and stops where they did on 85% of the traces, and costs about 20x the
-  time; where it differs its fits end in other local optima than their L-BFGS-B. None
-  reproduces Table 3 within 10% for both algorithms; the preset keeps the fit whose
-  Table 3 is closest to the paper's, at the lowest cost; see ``benchmarks/RESULTS.md``.
+  choices, with up to 60 steps per start (``first_fit_steps=60, fit_tol=1e-3``),
+  0.332 / 0.153, within 10% of the paper's: it computes the authors' bound (median ratio
+  1.000 to their recorded one) and stops where they did on 92% of the traces, at about 20x
+  the preset's CPU time (where it differs, its fits end in other local optima than their
+  L-BFGS-B). The preset keeps the cheaper fit; see ``benchmarks/RESULTS.md``.
 
 ``"optuna"``: Optuna's terminator.
 
