@@ -415,15 +415,14 @@ def fit_profiled(X, z, mask, init: GPParams, min_noise, *, steps: int, fit_mean:
     steps see fewer dimensions and no amplitude-lengthscale coupling, and reach a given
     objective gap in fewer steps, far more reliably from a cold start.
 
-    ``joint`` (static) fits the amplitude and the mean (``fit_mean``) with the rest instead
-    (:func:`objective`, as AutoGluon 0.1's L-BFGS does), ``min_noise`` then flooring the
-    noise variance itself (AutoGluon: 1e-9), not its ratio to the amplitude: where a prior
-    pushes the noise onto the floor (AutoGluon's Gamma(0.1, 1)) the optima differ, the
-    ratio floor trading amplitude for lower noise. ``post`` is then conditioned afresh.
+    ``joint`` (static) fits the amplitude and the mean (``fit_mean``) with the rest instead (:func:`objective`,
+    as AutoGluon 0.1 does), ``min_noise`` flooring the noise variance itself, not its ratio to the amplitude:
+    where a prior pushes the noise onto the floor (AutoGluon's Gamma(0.1, 1)) the optima differ, the ratio
+    floor trading amplitude for lower noise. ``post`` is then conditioned afresh.
 
-    ``warping`` (static) fits an input warping with the rest (:mod:`jaxstop._src.warping`:
-    ``log a``, ``log b`` per dimension in ``[-log 4, log 4]``, their prior with
-    ``use_prior``), from ``init``'s or the identity (:func:`gp_core.with_warping`).
+    ``warping`` (static) fits an input warping with the rest (:mod:`jaxstop._src.warping`: ``log a``,
+    ``log b`` per dimension in ``[-log 4, log 4]``, their prior with ``use_prior``), from ``init``'s
+    or the identity (:func:`gp_core.with_warping`).
 
     ``inv_hessian`` warm-starts the steps' curvature: the inverse-Hessian approximation a
     previous fit returned (in the coordinates of ``ravel_pytree`` of gp's raw parameters,
@@ -449,7 +448,7 @@ def fit_profiled(X, z, mask, init: GPParams, min_noise, *, steps: int, fit_mean:
     X, z = gp_likelihood.inert(mask, X, z)
     min_noise = jnp.asarray(min_noise, dt)
     mean0 = jnp.asarray(init.mean, dt)
-    m = X.shape[0]
+    m = 0 if joint else X.shape[0]  # the joint fit carries no factor (its posterior is built afresh)
     no_factor = (jnp.full((m, m), jnp.nan, dt), jnp.full((m, m), jnp.nan, dt), jnp.asarray(False))
     if joint:
         start = init

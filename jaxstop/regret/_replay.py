@@ -398,7 +398,7 @@ def replay(
         ((30,), 30, True)
     """
     key, configs, values, fold_scores = _key_first(key, configs, values, fold_scores, deprecated_keywords)
-    if isinstance(candidates, numbers.Integral):  # the deprecated keyword form of options.candidates
+    if isinstance(candidates, numbers.Integral) and not isinstance(candidates, bool):  # deprecated form
         deprecated_keywords["candidates"], candidates = candidates, None
     if convention not in CONVENTIONS:
         raise ValueError(f"convention must be one of {tuple(CONVENTIONS)}, got {convention!r}")
@@ -444,11 +444,8 @@ def replay(
         rec[name] = a
     if candidates is None:
         cand = jnp.zeros((0, d), dt)
-    else:
-        cand = _checks.float_array(candidates, "candidates", dt)
-        _checks.check_rank(cand, 2, "candidates", "with shape (m, d)")
-        if cand.shape[0] < 1 or cand.shape[1] != d:
-            raise ValueError(f"candidates must have shape (m, {d}) with m >= 1 like configs, got {cand.shape}")
+    else:  # as fit_regret_bound takes them
+        cand = _args.points(candidates, "candidates", d, dt)
         _checks.check_unit_cube(cand, "candidates")
 
     lag = _args.nonneg_int(opts.lag, "lag")
