@@ -26,21 +26,25 @@ the code behind each setting):
 
 Both conventions report ``Ours_0.21`` and ``Ours_0.5`` in that order (``Stops.ours``).
 
+The GP fit of every row is the convention's unless an option overrides it. ``authors`` fits
+as the code does: AutoGluon 0.1's priors, every row afresh from AutoGluon's start with 5
+starts, the amplitude and the mean fitted jointly with the noise variance floored at 1e-9, at
+most 60 quasi-Newton steps per start to a gradient of 1e-3, and the same 2,000 random
+candidates at every row. ``paper`` uses jaxstop's fit (Optuna's priors, rows warm-started
+along the trace, the amplitude and the mean profiled out). The options: ``--prior``,
+``--rows warm|cold`` (``ReplayOptions.warm_start``), ``--starts``, ``--joint`` /
+``--no-joint``, ``--min-noise``, ``--first-fit-steps``, ``--fit-steps``, ``--fit-tol``,
+``--redraw`` / ``--no-redraw`` (new candidates at every row or one set). The ``authors``
+replay takes the code's own candidates (``--candidates authors``, its default: its 2,000
+points, RF's ``max_depth`` on its integer grid, the search space's; ``--candidates uniform``
+draws the convention's uniform points instead); with them it computes the authors' bound
+(``benchmarks/explore/authors_bound.py`` checks it row by row against an independent
+transcription of their code), up to the optimiser (their L-BFGS-B to ``tol`` 1e-6).
+
 Input warping (``--warping``): App. A.1.1 lists "2 input warping parameters" in the authors'
 GP, but their code fits the bound without one (AutoGluon 0.1's ``default_gpmodel``); no
 convention fits jaxstop's warping by default (it reproduces the authors' bound less well, see
-RESULTS.md); ``--warping on`` fits it in both GPs (the bound's and the BO's). Priors
-(``--prior``): the conventions use Optuna's; ``--prior autogluon`` fits with the priors of the
-authors' code (``regret.FitOptions.prior``). Rows (``--rows``, ``--starts``): by default each
-row's fits are warm-started from the row before; ``--rows cold --starts 5`` fits every row afresh
-from the prior's start with 5 starts, as the authors' code does (a new AutoGluon GP per
-iteration, L-BFGS from 5 starts). ``--joint --min-noise 1e-9`` fits as AutoGluon does (the
-amplitude and the mean jointly with the rest, the noise variance itself floored at 1e-9:
-``ReplayOptions.joint``), and ``--candidates authors`` takes the code's candidates (the same
-2,000 points at every iteration, RF's ``max_depth`` on its integer grid); with all of these the
-replay computes the authors' bound (``benchmarks/explore/authors_bound.py`` checks it row by
-row against an independent transcription of their code), up to the optimiser (their L-BFGS-B
-to ``tol`` 1e-6; ours ``--first-fit-steps`` quasi-Newton steps to ``fit_tol``).
+RESULTS.md); ``--warping on`` fits it in both GPs (the bound's and the BO's).
 
 Usage (from the repository root)::
 
@@ -86,6 +90,7 @@ TABLE3 = {
 METHODS = list(TABLE3)
 CONV = (10, 30, 50)
 WARPING = {"on": True, "off": False, "convention": None}  # --warping -> ReplayOptions.warping
+ROWS = {"warm": True, "cold": False, "convention": None}  # --rows -> ReplayOptions.warm_start
 
 
 def authors_candidates(tr, idx, num=2000):
@@ -129,9 +134,10 @@ def _worker(payload):
                                        num_segments=opts["segments"], acq_gp=opts["acq_gp"],
                                        warping=opts["warping"], prior=opts["prior"],
                                        warm_start=opts["warm_start"], num_starts=opts["num_starts"],
-                                       fit_tol=opts["fit_tol"], joint=opts["joint"], min_noise=opts["min_noise"])
+                                       fit_tol=opts["fit_tol"], joint=opts["joint"], min_noise=opts["min_noise"],
+                                       redraw=opts["redraw"])
         return regret.replay(key, c, v, f, dim_mask=dm, ei=ei if recorded else None, pi=pi if recorded else None,
-                             convention=convention, candidates=cand if opts["candidates"] == "authors" else None,
+                             convention=convention, candidates=cand if space_candidates(convention, opts) else None,
                              options=options)
 
     fn = jax.jit(jax.vmap(one))
@@ -162,8 +168,8 @@ def run_convention(convention, traces, args):
     opts = {"fit_steps": args.fit_steps, "first_fit_steps": args.first_fit_steps, "segments": args.segments,
             "seed": args.seed, "evaluations": args.evaluations, "acq_gp": args.acq_gp,
             "warping": WARPING[args.warping], "prior": None if args.prior == "convention" else args.prior,
-            "warm_start": args.rows == "warm", "num_starts": args.starts, "fit_tol": args.fit_tol,
-            "joint": args.joint, "min_noise": args.min_noise, "candidates": args.candidates}
+            "warm_start": ROWS[args.rows], "num_starts": args.starts, "fit_tol": args.fit_tol,
+            "joint": args.joint, "min_noise": args.min_noise, "redraw": args.redraw, "candidates": args.candidates}
     payloads = [((j % ncpu) if args.pin else None, convention, chunks[j::jobs], opts) for j in range(jobs)]
     start = time.perf_counter()
     if jobs == 1:
@@ -215,6 +221,33 @@ def authors_scores(traces, tr):
             t = index[(a, d, int(s))]
             out[m]["rtc"][t], out[m]["ryc"][t], out[m]["stop"][t] = ri, rt, it
     return {m: {k: np.asarray([v[t] for t in traces]) for k, v in d.items()} for m, d in out.items()}
+
+
+def space_candidates(conv, opts):
+    """Whether ``conv``'s replay takes the authors' candidates (``--candidates``)."""
+    return opts["candidates"] == "authors" or (opts["candidates"] == "convention" and conv == "authors")
+
+
+def fit_description(conv, args):
+    """The GP fit of ``conv``'s rows with the command line's overrides, in words."""
+    c = dict(regret_conventions()[conv])
+    given = {"warm_start": ROWS[args.rows], "num_starts": args.starts, "fit_tol": args.fit_tol, "joint": args.joint,
+             "min_noise": args.min_noise, "redraw": args.redraw, "first_fit_steps": args.first_fit_steps}
+    c.update({k: v for k, v in given.items() if v is not None})
+    first = c["first_fit_steps"] or (60 if c["warping"] else 30)
+    if c["warm_start"]:
+        later = args.fit_steps or (12 if c["warping"] else 6)
+        words = f"rows warm-started, fits of {first} then {later} steps"
+    else:
+        words = f"every row fitted afresh from the prior's start, up to {first} steps per start"
+    words += f", {c['num_starts']} start(s), fit_tol {c['fit_tol']:g}"
+    floor = "noise variance" if c["joint"] else "noise-to-amplitude ratio"
+    words += f", {'joint' if c['joint'] else 'profiled'} fits ({floor} >= {c['min_noise']:g})"
+    if space_candidates(conv, {"candidates": args.candidates}):
+        words += ", the authors' candidates (RF's max_depth on its grid)"
+    else:
+        words += f", {c['candidates']} random candidates {'per row' if c['redraw'] else 'shared by every row'}"
+    return words
 
 
 def regret_conventions():
@@ -294,24 +327,30 @@ def main(argv=None):
     ap.add_argument("--prior", choices=("convention", "optuna", "autogluon"), default="convention",
                     help="the GPs' hyperparameter priors (ReplayOptions.prior): the convention's (optuna), "
                          "or AutoGluon's (the GP of the authors' code)")
-    ap.add_argument("--rows", choices=("warm", "cold"), default="warm",
+    ap.add_argument("--rows", choices=tuple(ROWS), default="convention",
                     help="warm: each row's fits start from the previous row's (ReplayOptions.warm_start); cold: "
                          "every row fitted afresh from the prior's start with --first-fit-steps steps, as the "
-                         "authors' code does")
-    ap.add_argument("--starts", type=int, default=1,
-                    help="starts of every fit (ReplayOptions.num_starts; the authors' code: 5)")
-    ap.add_argument("--fit-tol", type=float, default=1e-2,
+                         "authors' code does; default: the convention's (authors: cold; paper: warm)")
+    ap.add_argument("--starts", type=int, default=None,
+                    help="starts of every fit (ReplayOptions.num_starts; default: the convention's, authors: 5)")
+    ap.add_argument("--fit-tol", type=float, default=None,
                     help="every fit stops once no gradient component exceeds this (ReplayOptions.fit_tol; "
-                         "default 1e-2; the authors' L-BFGS-B: 1e-6, at most 500 iterations)")
-    ap.add_argument("--joint", action="store_true",
+                         "default: the convention's, authors 1e-3, paper 1e-2; the authors' L-BFGS-B: 1e-6, at "
+                         "most 500 iterations)")
+    ap.add_argument("--joint", action=argparse.BooleanOptionalAction, default=None,
                     help="fit the amplitude and the mean jointly, min_noise flooring the noise variance itself "
-                         "(ReplayOptions.joint: AutoGluon 0.1's fit, that of the authors' code)")
-    ap.add_argument("--min-noise", type=float, default=1e-6,
-                    help="floor of the noise-to-amplitude ratio, or with --joint of the noise variance "
-                         "(ReplayOptions.min_noise; AutoGluon: 1e-9)")
-    ap.add_argument("--candidates", choices=("uniform", "authors"), default="uniform",
-                    help="the LCB's candidates: the convention's uniform draws per row, or those of the authors' "
-                         "code (the same 2,000 points at every iteration, RF's max_depth on its integer grid)")
+                         "(ReplayOptions.joint: AutoGluon 0.1's fit, that of the authors' code), or profile "
+                         "them out; default: the convention's (authors: joint)")
+    ap.add_argument("--min-noise", type=float, default=None,
+                    help="floor of the noise-to-amplitude ratio, or with joint fits of the noise variance "
+                         "(ReplayOptions.min_noise; default: the convention's, authors 1e-9, paper 1e-6)")
+    ap.add_argument("--redraw", action=argparse.BooleanOptionalAction, default=None,
+                    help="new random candidates at every row, or one set for every row (ReplayOptions.redraw; "
+                         "default: the convention's, authors: one set)")
+    ap.add_argument("--candidates", choices=("convention", "uniform", "authors"), default="convention",
+                    help="the LCB's candidates: the convention's uniform draws (uniform), or those of the authors' "
+                         "code (authors: the same 2,000 points at every iteration, RF's max_depth on its integer "
+                         "grid); default: the authors' for the authors convention, uniform for the others")
     ap.add_argument("--segments", type=int, default=None,
                     help="capacity segments of the replay scan (default 4; 1 with --quick: less compilation)")
     ap.add_argument("--seed", type=int, default=0)
@@ -354,22 +393,7 @@ def main(argv=None):
             f"acq_gp=\"{args.acq_gp or regret_conventions()[conv]['acq_gp']}\"")
         warp = WARPING[args.warping]
         warp = regret_conventions()[conv]["warping"] if warp is None else warp
-        steps = ("replay's default fit steps (30 then 6; 60 then 12 with warping)"
-                 if args.first_fit_steps is None and args.fit_steps is None else
-                 f"fits of {args.first_fit_steps or 'default'} then {args.fit_steps or 'default'} steps")
-        if args.rows == "cold":
-            steps = (f"every row fitted afresh from the prior's start, {args.first_fit_steps or 'default'} steps, "
-                     f"{args.starts} start(s)")
-        elif args.starts > 1:
-            steps += f", {args.starts} starts per fit"
-        if args.fit_tol != 1e-2:
-            steps += f", fit_tol {args.fit_tol:g}"
-        if args.candidates == "authors":
-            steps += ", the authors' candidates"
-        if args.joint:
-            steps += f", joint fits (noise variance >= {args.min_noise:g})"
-        elif args.min_noise != 1e-6:
-            steps += f", noise-to-amplitude ratio >= {args.min_noise:g}"
+        steps = fit_description(conv, args)
         prior = regret_conventions()[conv]["prior"] if args.prior == "convention" else args.prior
         lines += table(sc, algo_of, f"jaxstop, convention `{conv}`, input warping {'on' if warp else 'off'}, "
                                     f"priors `{prior}` (EI / PI: {acq}; {steps})")

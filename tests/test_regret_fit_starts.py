@@ -17,6 +17,7 @@ import scipy.stats
 
 from jaxstop import regret
 from jaxstop._src import gp_core, gp_starts, termination
+from jaxstop.regret._conventions import with_convention
 
 jax.config.update("jax_enable_x64", True)
 
@@ -145,14 +146,22 @@ def test_cold_replay_rows_are_fresh_fits_from_the_prior_start():
         regret.replay(key, X, values, folds, options=regret.ReplayOptions(warm_start=1))
 
 
+# Loop against scan with AutoGluon's priors and joint fits: the noise variance sits on its floor,
+# 1e-9, against an amplitude of about 1, so the n x n kernel matrices (n <= 12 here) have
+# condition numbers up to about n / 1e-9 ~ 1e10 and the two programs' solves differ by up to
+# about 1e10 * 1.1e-16 ~ 1e-6 of themselves; the bound is the difference of the UCB and LCB
+# extremes, up to about 10x smaller than they are on these traces, so its relative difference
+# can reach ~1e-5 (observed: up to 1.2e-5 on one row, depending on the CPU's threading).
+FLOOR_RTOL = 1e-4
+
+
 def test_replay_with_given_candidates_and_joint_fits_is_a_loop_of_such_fits():
     """``replay(..., candidates=C)`` with ``ReplayOptions(joint=True, warm_start=False)``:
     every row is ``fit_regret_bound`` with ``candidates=C`` (the same points at every row,
     as the authors' code draws them) and the joint fit, from the prior's start. Loop and scan
-    are different programs over the same steps; on these noisy values the fitted noise stays
-    far above its floor (noise-to-amplitude ratio about 1), so the factors are as well
-    conditioned as in the test above and its tolerance holds (relative 1e-6). Candidates of
-    the wrong shape or outside the cube raise, naming the argument."""
+    are different programs over the same steps; AutoGluon's Gamma(0.1, 1) noise prior puts
+    the noise on its floor (see ``FLOOR_RTOL``). Candidates of the wrong shape or outside the
+    cube raise, naming the argument."""
     T, key = 22, jax.random.key(7)
     rng = np.random.default_rng(2)
     X = rng.uniform(size=(T, 2))
@@ -169,9 +178,48 @@ def test_replay_with_given_candidates_and_joint_fits_is_a_loop_of_such_fits():
     loop = [regret.fit_regret_bound(jax.random.fold_in(key, t), X, values, jnp.arange(T) < t + 1, fraction=0.5,
                                     min_points=10, candidates=cand, beta_t=paper["beta_t"], options=opts)
             for t in range(19, T)]
-    np.testing.assert_allclose(np.asarray(res.bound)[19:], [float(f.bound.bound) for f in loop], rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(res.bound)[19:], [float(f.bound.bound) for f in loop], rtol=FLOOR_RTOL)
     assert np.all(np.asarray(res.ok)[19:])
     with pytest.raises(ValueError, match="candidates"):
         regret.replay(key, X, values, folds, candidates=cand[:, :1], options=ropts)
     with pytest.raises(ValueError, match="candidates"):
         regret.replay(key, X, values, folds, candidates=cand + 1.5, options=ropts)
+
+
+def test_authors_preset_is_the_codes_fit_on_one_set_of_candidates():
+    """``convention="authors"`` with no fit options fits every row as the authors' code does
+    (AutoGluon's priors, afresh from its start, 5 starts, the amplitude and the mean joint,
+    the noise variance floored at 1e-9, up to 60 steps per start to a gradient of 1e-3) and
+    takes the minimum LCB over one set of random candidates, ``uniform(fold_in(key, T),
+    (candidates, d))``, at every row (``redraw=False``): each row equals
+    ``fit_regret_bound`` with those settings and those points, written out here. Loop and
+    scan are different programs over the same steps, the noise on its floor (``FLOOR_RTOL``);
+    both run all 60 steps (``fit_tol=0`` on both sides: with the preset's 1e-3, rounding
+    could end the two fits a step apart). ``redraw=True`` draws other points at every row,
+    which moves the bounds by far more than that tolerance."""
+    preset = with_convention(regret.ReplayOptions(), regret.CONVENTIONS["authors"])
+    assert (preset.prior, preset.warm_start, preset.num_starts, preset.joint, preset.min_noise,
+            preset.first_fit_steps, preset.fit_tol, preset.redraw) == ("autogluon", False, 5, True, 1e-9, 60, 1e-3,
+                                                                      False)
+    T, m, key = 24, 64, jax.random.key(11)
+    rng = np.random.default_rng(4)
+    X = rng.uniform(size=(T, 2))
+    folds = (np.sum((X - 0.3) ** 2, axis=1) + 0.1 * np.cos(5 * X[:, 0]))[:, None] + 0.05 * rng.normal(size=(T, 4))
+    values = folds.mean(1)
+    rec = np.full(T, 1.0)  # recorded EI / PI: only the bound's GP is fitted
+    ropts = regret.ReplayOptions(candidates=m, num_segments=1, fit_tol=0.0)
+    res = regret.replay(key, X, values, folds, ei=rec, pi=rec, convention="authors", min_points=10, options=ropts)
+    cand = jax.random.uniform(jax.random.fold_in(key, T), (m, 2), jnp.float64)
+    opts = regret.FitOptions(fit_steps=60, fit_tol=0.0, refine_steps=0, fit_mean=True, prior="autogluon",
+                             num_starts=5, joint=True, min_noise=1e-9)
+    # lag 1: row t uses the first t evaluations; rows from t = min_evaluations = 20 on
+    loop = [regret.fit_regret_bound(jax.random.fold_in(key, t), X, values, jnp.arange(T) < t, fraction=0.5,
+                                    min_points=10, candidates=cand, beta_t="fitted", options=opts)
+            for t in range(20, T)]
+    assert all(bool(f.ok) for f in loop) and np.all(np.asarray(res.ok)[20:])
+    np.testing.assert_allclose(np.asarray(res.bound)[20:], [float(f.bound.bound) for f in loop], rtol=FLOOR_RTOL)
+    redrawn = regret.replay(key, X, values, folds, ei=rec, pi=rec, convention="authors", min_points=10,
+                            options=ropts._replace(redraw=True))
+    assert np.max(np.abs(np.asarray(redrawn.bound)[20:] / np.asarray(res.bound)[20:] - 1)) > 100 * FLOOR_RTOL
+    with pytest.raises(TypeError, match="redraw"):
+        regret.replay(key, X, values, folds, options=ropts._replace(redraw=0))

@@ -34,7 +34,11 @@ Conventions differ between the paper, the authors' released code and Optuna's
 * EI / PI baselines: the BO's own GP, fitted on every evaluation (paper, App. A.1.1), or
   the values the authors' BO logged (code).
 * domain minimum of the LCB: random points and the fitted points (code: 2,000
-  random; Optuna: 2,048 Sobol), here optionally refined by gradient steps.
+  random, the same at every iteration; Optuna: 2,048 Sobol, new at every call), here optionally
+  refined by gradient steps.
+* the GP fit of each row: jaxstop's (Optuna's priors, warm-started along the trace; paper
+  and Optuna conventions) or the code's (AutoGluon 0.1's priors, every iteration afresh
+  with 5 starts, the amplitude fitted jointly and the noise variance floored at 1e-9).
 * iteration ``t`` of a replayed trace: after ``t + 1`` evaluations, or after ``t``
   (code: the last evaluation is never used).
 * the top set's minimum of 20 points (``min_points``) comes from the code and Optuna;

@@ -5,16 +5,22 @@ from __future__ import annotations
 
 from jaxstop.regret._rules import DEFAULT_SCALES
 
+#: jaxstop's own fit of every row (warm-started along the trace, the amplitude and the mean
+#: profiled out, Optuna's priors): the fit fields of the "paper" and "optuna" presets.
+JAXSTOP_FIT = dict(prior="optuna", warm_start=True, num_starts=1, joint=False, min_noise=1e-6, first_fit_steps=None,
+                   fit_tol=1e-2)
+
 CONVENTIONS = {
     "paper": dict(lag=0, beta_t="evaluations", ddof=0, fixed_threshold=False, ties="last", candidates=512,
                   refine_steps=10, fit_mean=True, conv_rtol=0.0, ours_scales=(1.0,), ours_variances=(0.5,),
-                  acq_gp="all", warping=False, prior="optuna"),
+                  acq_gp="all", warping=False, redraw=True, **JAXSTOP_FIT),
     "authors": dict(lag=1, beta_t="fitted", ddof=0, fixed_threshold=True, ties="first", candidates=2000,
                     refine_steps=0, fit_mean=True, conv_rtol=1e-12, ours_scales=DEFAULT_SCALES, ours_variances=(),
-                    acq_gp="all", warping=False, prior="optuna"),
+                    acq_gp="all", warping=False, redraw=False, prior="autogluon", warm_start=False, num_starts=5,
+                    joint=True, min_noise=1e-9, first_fit_steps=60, fit_tol=1e-3),
     "optuna": dict(lag=0, beta_t="fitted", ddof=0, fixed_threshold=False, ties="first", candidates=2048,
                    refine_steps=0, fit_mean=False, conv_rtol=0.0, ours_scales=(1.0,), ours_variances=(),
-                   acq_gp="all", warping=False, prior="optuna"),
+                   acq_gp="all", warping=False, redraw=True, **JAXSTOP_FIT),
 }
 """Presets of :func:`replay`; each key is a field of :class:`ReplayOptions`, whose values
 other than None override the preset.
@@ -60,9 +66,16 @@ Optuna 5.0's ``optuna/terminator`` (``improvement/evaluator.py``: ``RegretBoundE
   implementations", and Eq. (8) needs only a GP posterior. The plain Matérn-5/2 ARD GP is
   the model of Sec. 3 as written; ``warping=True`` gives App. A.1.1's model (the
   ``"authors"`` preset).
-* ``prior="optuna"``: the paper gives no hyperparameter priors; Optuna's (Gamma(2, 1) on
-  the amplitude, Gamma(1.1, 30) on the noise, a penalty on extreme lengthscales) are
-  jaxstop's default everywhere.
+* ``redraw=True``: the paper does not say how the candidates are drawn; new ones at every
+  row.
+* ``prior="optuna"``, ``warm_start=True``, ``num_starts=1``, ``joint=False``,
+  ``min_noise=1e-6``, ``first_fit_steps=None``, ``fit_tol=1e-2``: the
+  paper gives no hyperparameter priors and no fitting procedure (App. A.1.1 lists the
+  hyperparameters only), so the rows are fitted by jaxstop's replay: Optuna's priors
+  (Gamma(2, 1) on the amplitude, Gamma(1.1, 30) on the noise, a penalty on extreme
+  lengthscales; jaxstop's default everywhere), each row warm-started from the row before
+  (30 quasi-Newton steps for the first row, 6 for the others, to a gradient of 1e-2), the
+  amplitude and the mean profiled out, the noise-to-amplitude ratio at least 1e-6.
 
 ``"authors"``: the authors' released code.
 
@@ -96,34 +109,40 @@ Optuna 5.0's ``optuna/terminator`` (``improvement/evaluator.py``: ``RegretBoundE
   every input dimension, 2 input warping parameters and a scalar covariance scale
   parameter"): with jaxstop's Kumaraswamy warping (``ReplayOptions(warping=True)``, the
   warping of AutoGluon's BayesOpt GP, which App. A.1.1 names as the closest open-source
-  implementation, with its box, prior and start; :mod:`jaxstop._src.warping`) the bound
-  agrees less with the authors' own recorded bound on their 380 traces (median Pearson
-  correlation 0.50 against 0.79; the same Ours_0.21 stop on 68% of the traces against
-  75%) and Table 3 moves away from the paper (Ours_0.21 RTC 0.479 / 0.119 for RF / XGB
-  against the paper's 0.318 / 0.144; 0.309 / 0.114 without warping), at about 2-5x the
-  time; see ``benchmarks/RESULTS.md``. The convention follows the code, and the numbers
-  its results support. With
+  implementation, with its box, prior and start; :mod:`jaxstop._src.warping`) and
+  jaxstop's fit the bound agrees less with the authors' own recorded
+  bound on their 380 traces (median Pearson correlation 0.50 against 0.79; the same
+  Ours_0.21 stop on 68% of the traces against 75%) and Table 3 moves away from the paper
+  (Ours_0.21 RTC 0.479 / 0.119 for RF / XGB against the paper's 0.318 / 0.144; 0.309 /
+  0.114 without warping), at about 2-5x the time; see ``benchmarks/RESULTS.md``. The
+  convention follows the code, and the numbers its results support. With
   ``warping=True`` both GPs of a row (the bound's and, for EI / PI, the BO's) are
-  warped and the fits' default steps double (``ReplayOptions.first_fit_steps`` /
+  warped (and the fits' steps that are None double: ``ReplayOptions.first_fit_steps`` /
   ``fit_steps``).
-* ``prior="optuna"``, although the code's GP (AutoGluon 0.1's, ``src/enhanced_gp.py``,
-  lines 57 and 65) has its own priors: LogNormal(0, 1) on the covariance scale,
-  Gamma(0.1, 1) on the noise, flat inverse bandwidths and Normal(0, 1) on the mean
-  (``prior="autogluon"``), and fits every iteration afresh
-  (``EnhancedGP.fit`` builds a new GP) from AutoGluon's start with 5 L-BFGS starts
-  (``ReplayOptions(prior="autogluon", warm_start=False, num_starts=5)`` does the same,
-  with ``first_fit_steps`` quasi-Newton steps per start), fitting the amplitude and the mean
-  jointly with the noise variance floored at 1e-9 (``joint=True, min_noise=1e-9``), and
-  takes the minimum LCB over the same 2,000 candidates at every iteration, integer
-  hyperparameters on their grid (``replay(..., candidates=...)``). On the authors' 380
-  traces the preset (Optuna's priors, rows warm-started) gives Ours_0.21 RTC 0.309 / 0.114
-  (RF / XGB) against the paper's 0.318 / 0.144; the code's priors alone 0.420 / 0.144; the
-  code's fitting procedure with jaxstop's profiled fit 0.437 / 0.161; all of the code's
-  choices, with up to 60 steps per start (``first_fit_steps=60, fit_tol=1e-3``),
-  0.332 / 0.153, within 10% of the paper's: it computes the authors' bound (median ratio
-  1.000 to their recorded one) and stops where they did on 92% of the traces, at about 20x
-  the preset's CPU time (where it differs, its fits end in other local optima than their
-  L-BFGS-B). The preset keeps the cheaper fit; see ``benchmarks/RESULTS.md``.
+* ``prior="autogluon"``, ``warm_start=False``, ``num_starts=5``, ``joint=True``,
+  ``min_noise=1e-9``: the code's GP, AutoGluon 0.1's (``src/enhanced_gp.py``, lines 57 and
+  65: ``default_gpmodel`` with ``DEFAULT_OPTIMIZATION_CONFIG``), with its priors
+  (LogNormal(0, 1) on the covariance scale, Gamma(0.1, 1) on the noise, flat inverse
+  bandwidths, Normal(0, 1) on the mean), built afresh at every iteration
+  (``EnhancedGP.fit``) and fitted from AutoGluon's start with 5 L-BFGS-B starts, the
+  amplitude and the mean jointly with the rest and the noise variance floored at 1e-9
+  (AutoGluon's ``NOISE_VARIANCE_LOWER_BOUND``).
+* ``first_fit_steps=60``, ``fit_tol=1e-3``: the optimiser. Theirs is SciPy's L-BFGS-B to
+  ``tol = 1e-6``, at most 500 iterations; here at most 60 quasi-Newton steps per start,
+  to a gradient of 1e-3 (with 30 steps the fits end in other local optima more often).
+* ``redraw=False``: ``src/enhanced_gp.py``, lines 69-78 (``min_lcb`` seeds
+  ``RandomCandidateGenerator`` with the same seed at every iteration): one set of 2,000
+  random points for every row. The code keeps integer hyperparameters on their grid
+  there; pass such points as ``replay``'s ``candidates`` to follow it exactly.
+
+On the authors' 380 traces (``benchmarks/termination_cv.py``; see
+``benchmarks/RESULTS.md``) the preset with the code's candidates computes the authors'
+bound (median ratio 1.000 to their recorded one), stops where they did on 92% of the
+traces, and gives Ours_0.21 RTC 0.332 / 0.153 (RF / XGB) against the paper's 0.318 /
+0.144. The candidates are part of the search space: with uniform ones (``max_depth``
+continuous) RF's bound is smaller where the LCB's minimum lies on the grid's faces, and
+Ours_0.21 RTC is 0.445 / 0.154. jaxstop's cheaper fit (the ``"paper"`` preset's: Optuna's
+priors, rows warm-started) takes about 1/20 of the CPU time and gives 0.309 / 0.114.
 
 ``"optuna"``: Optuna's terminator.
 
@@ -143,7 +162,18 @@ Optuna 5.0's ``optuna/terminator`` (``improvement/evaluator.py``: ``RegretBoundE
 * ``acq_gp="all"``: Optuna has no EI / PI rule; its ``GPSampler`` fits every trial
   (standardised, ``samplers/_gp/sampler.py``, lines 62-67).
 * ``warping=False``: Optuna's GP (``optuna/_gp/gp.py``) has no input warping.
+* ``redraw=True``: ``improvement/evaluator.py``, line 130 (one ``LazyRandomState`` per
+  evaluator; every call draws from it the seed of a scrambled Sobol sequence,
+  ``_gp/search_space.py``, line 184: new candidates at every call).
 * ``prior="optuna"``: Optuna's GP priors (``optuna/_gp/prior.py``).
+* ``warm_start=True``, ``num_starts=1``, ``joint=False``, ``min_noise=1e-6``,
+  ``first_fit_steps=None``, ``fit_tol=1e-2``: the same objective
+  (Optuna's priors and likelihood) maximised by jaxstop's replay. Optuna fits every call
+  afresh (``improvement/evaluator.py``, lines 158-168, ``gpr_cache=None``) from its own
+  start, with the kernel scale a coordinate of its L-BFGS-B (``_gp/gp.py``,
+  ``fit_kernel_params``, ``gtol=1e-2``) and the noise variance itself floored at 1e-6
+  (``_gp/prior.py``, line 16); the profiled fit has the same maximiser wherever that floor
+  is not active. ``joint=True, warm_start=False`` fit as Optuna does, from jaxstop's start.
 
 The same in every convention (arguments or fields of :class:`ReplayOptions`):
 

@@ -104,8 +104,10 @@ class ReplayOptions(NamedTuple):
     """Settings of :func:`jaxstop.regret.replay`.
 
     The fields ``lag``, ``beta_t``, ``ddof``, ``fixed_threshold``, ``candidates``,
-    ``refine_steps``, ``fit_mean``, ``conv_rtol``, ``ours_scales``, ``ours_variances``,
-    ``acq_gp``, ``ties`` and ``warping`` are those of the presets in
+    ``redraw``, ``refine_steps``, ``fit_mean``, ``conv_rtol``, ``ours_scales``,
+    ``ours_variances``, ``acq_gp``, ``ties``, ``warping``, ``prior``, ``warm_start``,
+    ``num_starts``, ``joint``, ``min_noise``, ``first_fit_steps`` and ``fit_tol`` are those
+    of the presets in
     :data:`~jaxstop.regret.CONVENTIONS`, which says which line of the paper, the authors'
     code or Optuna each preset value follows; ``None`` (their default) takes the value of
     ``replay``'s ``convention``, any other value overrides it. The other fields are the
@@ -121,7 +123,13 @@ class ReplayOptions(NamedTuple):
         ddof: Of the fold variance ``s^2`` (0: ``1/k``, the paper's Algorithm 1, line 11;
             or 1).
         fixed_threshold: Freeze the threshold at iteration ``min_evaluations``.
-        candidates: Random domain points per row (an int).
+        candidates: Random domain points (an int): drawn afresh at every row, or once
+            for the whole trace (``redraw``).
+        redraw: Draw new random candidates at every row (True) or one set, used at every
+            row (False: the authors' code seeds its candidate generator the same way at
+            every iteration). The one set is ``jax.random.uniform(jax.random.fold_in(key,
+            T), (candidates, d))`` for a trace of ``T`` rows (row ``t`` draws from
+            ``fold_in(key, t)``).
         refine_steps: Gradient refinement of the LCB minimum (0 = off).
         fit_mean: Fit a constant GP mean (True) or keep it at 0 (False).
         conv_rtol: Relative tolerance of Conv-i's ties.
@@ -135,8 +143,8 @@ class ReplayOptions(NamedTuple):
         test_train_ratio: Of :func:`~jaxstop.regret.cv_threshold`; None: ``1/(k-1)``.
         refine_starts: Starts of the LCB refinement.
         first_fit_steps, fit_steps: Quasi-Newton steps of the first and later GP fits
-            (each of the two GPs with ``acq_gp="all"``); None: 30 and 6, or 60 and 12
-            with ``warping``.
+            (each of the two GPs with ``acq_gp="all"``); None (also where the convention
+            says None): 30 and 6, or 60 and 12 with ``warping``.
         fit_tol: Each fit stops once converged, as in :func:`~jaxstop.regret.fit_regret_bound`.
         min_noise: Lower bound on the GP noise variance relative to its amplitude (with
             ``joint``, on the noise variance itself).
@@ -164,13 +172,15 @@ class ReplayOptions(NamedTuple):
             the authors' code, which builds a new GP at every iteration,
             ``src/enhanced_gp.py`` ``EnhancedGP.fit``). Cold rows cost
             ``first_fit_steps / fit_steps`` times more.
-        num_starts: Starts of every fit (:class:`FitOptions` ``num_starts``): with
-            ``warm_start=False, num_starts=5, prior="autogluon"`` each row's bound is fitted
-            as the authors' code fits it (AutoGluon 0.1's ``DEFAULT_OPTIMIZATION_CONFIG``:
-            5 starts), up to the optimiser (their L-BFGS-B to ``tol = 1e-6``, at most 500
-            iterations; here ``first_fit_steps`` quasi-Newton steps to ``fit_tol``), with
-            ``joint=True, min_noise=1e-9`` as well.
+        num_starts: Starts of every fit (:class:`FitOptions` ``num_starts``).
         joint: Every fit joint, the noise variance floored (:class:`FitOptions` ``joint``).
+
+        The ``"authors"`` convention sets ``prior="autogluon", warm_start=False,
+        num_starts=5, joint=True, min_noise=1e-9, first_fit_steps=60, fit_tol=1e-3,
+        redraw=False``: each row's bound is fitted as the authors' code fits it (AutoGluon
+        0.1's GP and ``DEFAULT_OPTIMIZATION_CONFIG``: 5 starts), up to the optimiser
+        (their L-BFGS-B to ``tol = 1e-6``, at most 500 iterations; here at most 60
+        quasi-Newton steps per start to a gradient of 1e-3).
 
     Example:
         >>> from jaxstop import regret
@@ -198,8 +208,8 @@ class ReplayOptions(NamedTuple):
     refine_starts: int = 8
     first_fit_steps: int | None = None
     fit_steps: int | None = None
-    fit_tol: float = 1e-2
-    min_noise: float = 1e-6
+    fit_tol: float | None = None
+    min_noise: float | None = None
     num_segments: int = 4
     chunk_size: int = 1024
     ours_variances: Any = None
@@ -207,6 +217,7 @@ class ReplayOptions(NamedTuple):
     ties: str | None = None
     warping: bool | None = None
     prior: str | None = None
-    warm_start: bool = True
-    num_starts: int = 1
-    joint: bool = False
+    warm_start: bool | None = None
+    num_starts: int | None = None
+    joint: bool | None = None
+    redraw: bool | None = None

@@ -128,6 +128,7 @@ class _ReplayConfig(NamedTuple):
     warm_start: bool = True  # False: every row fitted afresh from the prior's start
     num_starts: int = 1  # starts of every fit
     joint: bool = False  # amplitude and mean fitted jointly, the noise variance floored (AutoGluon)
+    shared_candidates: int = 0  # > 0: that many uniform candidates drawn once, used at every row
 
 
 def _segments(T: int, t0: int, lag: int, fraction: float, min_points: int, num_segments: int, acq_all: bool) -> tuple:
@@ -232,6 +233,8 @@ def _replay_impl(key, configs, values, fold_scores, mask, fold_mask, dim_mask, e
                                                                             fold_mask, cfg)
     # The fit sees every real row: a non-finite value there (traced input) is reported by
     # its status (Reason.BAD_INPUT), not silently dropped.
+    if cfg.shared_candidates:  # one set for every row (the rows draw from fold_in(key, t), t < T)
+        cand = jax.random.uniform(jax.random.fold_in(key, T), (cfg.shared_candidates, configs.shape[1]), dt)
     data = (configs, values, mask, dim_mask, key, size, delta, scale, cand)
     fit_state = _start(configs.shape[1], dim_mask, dt, cfg) * 2  # the bound's GP, the BO's GP
     inf = jnp.asarray(jnp.inf, dt)
@@ -306,7 +309,8 @@ def replay(
     For every row ``t`` the GP is fitted on the top ``max(min_points, floor(fraction *
     n_t))`` of the first ``n_t`` evaluations (standardised), warm-started from the
     previous row's hyperparameters with ``fit_steps`` quasi-Newton steps
-    (``first_fit_steps`` for the first row), and Eq. (8) is evaluated. Everything runs in one jitted
+    (``first_fit_steps`` for the first row; ``warm_start=False``, the ``"authors"``
+    convention's: every row afresh with ``first_fit_steps``), and Eq. (8) is evaluated. Everything runs in one jitted
     ``lax.scan`` per capacity segment: the top set is gathered into a fixed capacity that
     grows in ``num_segments`` steps with ``t`` (no recompilation as the trace grows), so
     ``jax.vmap`` over traces works. Only rows that may stop (``n_t >= min_evaluations``)
@@ -348,10 +352,9 @@ def replay(
             rules instead of a GP's (the authors logged the EI / PI of their BO, computed
             from the first ``t`` evaluations: row ``t`` of ``"authors"``).
         convention: ``"paper"``, ``"authors"`` or ``"optuna"`` (see :data:`CONVENTIONS`):
-            the values of the ``options`` fields ``lag``, ``beta_t``, ``ddof``,
-            ``fixed_threshold``, ``candidates``, ``refine_steps``, ``fit_mean``,
-            ``conv_rtol``, ``ours_scales``, ``ours_variances``, ``acq_gp``, ``ties`` and
-            ``warping`` that are left at None.
+            the values of the ``options`` fields that are left at None (the convention
+            fields of :class:`ReplayOptions`: the rules' settings, the candidates and the
+            GP fit).
         fraction, min_points: Top set of the bound's fit (:func:`top_mask`): the top 50%
             (Sec. 4 of the paper), at least ``min_points = 20`` (the authors' code and
             Optuna; the paper gives no minimum).
@@ -359,9 +362,13 @@ def replay(
             are not computed (Sec. 4.1: "only after the first 20 iterations").
         candidates: Domain points of every row's LCB minimum (with the fitted points), shape
             (m, d), in the unit cube, the same at every row, instead of ``options.candidates``
-            uniform draws per row. The authors' code draws its 2,000 candidates with the same
-            seed at every iteration (``src/enhanced_gp.py``, ``min_lcb``), and keeps integer
-            hyperparameters on their grid there; pass such points to follow it. (An int is
+            uniform draws (``options.redraw``). The authors' code draws its 2,000 candidates
+            with the same seed at every iteration (``src/enhanced_gp.py``, ``min_lcb``), and
+            keeps integer hyperparameters on their grid there; pass such points to follow it
+            exactly (the ``"authors"`` convention draws one uniform set). The domain
+            ``Gamma`` of Eq. (8) is the search space: an integer hyperparameter with ``L``
+            values encoded as ``i / (L - 1)`` is drawn on its grid by
+            ``jnp.floor(u * L) / (L - 1)`` from uniform ``u``. (An int is
             the deprecated keyword form of ``options.candidates``.)
         options: The other settings; default ``ReplayOptions()``.
         **deprecated_keywords: Deprecated: ``key`` (see above) and the fields of
@@ -469,12 +476,14 @@ def replay(
     num_segments = _checks.positive_int(opts.num_segments, "num_segments")
     t0 = min_evaluations - 1 + lag
     acq_all = opts.acq_gp == "all" and (rec["ei"] is None or rec["pi"] is None)
+    num_random = 0 if candidates is not None else _checks.positive_int(opts.candidates, "candidates")
+    redraw = _args.flag(opts.redraw, "redraw")
     cfg = _ReplayConfig(
         lag=lag, t0=min(t0, T), segments=_segments(T, t0, lag, fraction, min_points, num_segments, acq_all),
         fraction=fraction, min_points=min_points, min_evaluations=min_evaluations, beta_t=opts.beta_t,
         ddof=int(opts.ddof), test_train_ratio=test_train_ratio, fixed_threshold=bool(opts.fixed_threshold),
         ties_last=opts.ties == "last",
-        num_candidates=0 if candidates is not None else _checks.positive_int(opts.candidates, "candidates"),
+        num_candidates=num_random if redraw else 0,
         refine_steps=_args.nonneg_int(opts.refine_steps, "refine_steps"),
         refine_starts=_checks.positive_int(opts.refine_starts, "refine_starts"),
         first_fit_steps=_checks.positive_int(_steps(opts.first_fit_steps, FIRST_FIT_STEPS, warping),
@@ -489,6 +498,7 @@ def replay(
         warm_start=_args.flag(opts.warm_start, "warm_start"),
         num_starts=_checks.positive_int(opts.num_starts, "num_starts"),
         joint=_args.flag(opts.joint, "joint"),
+        shared_candidates=0 if redraw else num_random,
     )
     conv_rtol = _args.rtol(opts.conv_rtol, "conv_rtol")
     scales, variances, patience, ei_t, pi_t = _rules.rule_arrays(opts.ours_scales, opts.ours_variances,

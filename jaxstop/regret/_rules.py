@@ -333,7 +333,7 @@ def ryc(y_final: ArrayLike, y_stop: ArrayLike) -> jax.Array:
 
     Example:
         >>> from jaxstop import regret
-        >>> round(float(regret.ryc(0.20, 0.25)), 12)
+        >>> round(float(regret.ryc(0.20, 0.25)), 6)
         -0.2
     """
     y_final = _checks.float_array(y_final, "y_final")
