@@ -127,9 +127,9 @@ class ReplayOptions(NamedTuple):
             for the whole trace (``redraw``).
         redraw: Draw new random candidates at every row (True) or one set, used at every
             row (False: the authors' code seeds its candidate generator the same way at
-            every iteration). The one set is ``jax.random.uniform(jax.random.fold_in(key,
-            T), (candidates, d))`` for a trace of ``T`` rows (row ``t`` draws from
-            ``fold_in(key, t)``).
+            every iteration). For a trace of ``T`` rows the one set is
+            ``uniform(fold_in(key, T), (candidates, d))``, with ``jax.random``'s
+            functions (row ``t`` draws from ``fold_in(key, t)``).
         refine_steps: Gradient refinement of the LCB minimum (0 = off).
         fit_mean: Fit a constant GP mean (True) or keep it at 0 (False).
         conv_rtol: Relative tolerance of Conv-i's ties.
