@@ -117,6 +117,13 @@ class ReplayOptions(NamedTuple):
     Table 3: the 1e-8 rows of EI and PI) and jaxstop's own (the fit's steps, the
     segments) elsewhere.
 
+    The ``"authors"`` convention sets ``prior="autogluon"``, ``warm_start=False``,
+    ``num_starts=5``, ``joint=True``, ``min_noise=1e-9``, ``first_fit_steps=60``,
+    ``fit_tol=1e-3`` and ``redraw=False``: each row's bound is fitted as the authors' code
+    fits it (AutoGluon 0.1's GP and ``DEFAULT_OPTIMIZATION_CONFIG``: 5 starts), up to the
+    optimiser (their L-BFGS-B to ``tol = 1e-6``, at most 500 iterations; here at most 60
+    quasi-Newton steps per start to a gradient of 1e-3).
+
     Attributes:
         lag: Row ``t`` uses the first ``t + 1 - lag`` evaluations.
         beta_t: ``"evaluations"`` or ``"fitted"`` (``t`` of :func:`~jaxstop.regret.beta`).
@@ -128,8 +135,8 @@ class ReplayOptions(NamedTuple):
         redraw: Draw new random candidates at every row (True) or one set, used at every
             row (False: the authors' code seeds its candidate generator the same way at
             every iteration). For a trace of ``T`` rows the one set is
-            ``uniform(fold_in(key, T), (candidates, d))``, with ``jax.random``'s
-            functions (row ``t`` draws from ``fold_in(key, t)``).
+            ``uniform(fold_in(key, T), (candidates, d))`` (functions of ``jax.random``;
+            row ``t`` draws from ``fold_in(key, t)``).
         refine_steps: Gradient refinement of the LCB minimum (0 = off).
         fit_mean: Fit a constant GP mean (True) or keep it at 0 (False).
         conv_rtol: Relative tolerance of Conv-i's ties.
@@ -174,13 +181,6 @@ class ReplayOptions(NamedTuple):
             ``first_fit_steps / fit_steps`` times more.
         num_starts: Starts of every fit (:class:`FitOptions` ``num_starts``).
         joint: Every fit joint, the noise variance floored (:class:`FitOptions` ``joint``).
-
-        The ``"authors"`` convention sets ``prior="autogluon", warm_start=False,
-        num_starts=5, joint=True, min_noise=1e-9, first_fit_steps=60, fit_tol=1e-3,
-        redraw=False``: each row's bound is fitted as the authors' code fits it (AutoGluon
-        0.1's GP and ``DEFAULT_OPTIMIZATION_CONFIG``: 5 starts), up to the optimiser
-        (their L-BFGS-B to ``tol = 1e-6``, at most 500 iterations; here at most 60
-        quasi-Newton steps per start to a gradient of 1e-3).
 
     Example:
         >>> from jaxstop import regret
