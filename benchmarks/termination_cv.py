@@ -137,7 +137,8 @@ def _worker(payload):
                                        fit_tol=opts["fit_tol"], joint=opts["joint"], min_noise=opts["min_noise"],
                                        redraw=opts["redraw"])
         return regret.replay(key, c, v, f, dim_mask=dm, ei=ei if recorded else None, pi=pi if recorded else None,
-                             convention=convention, candidates=cand if space_candidates(convention, opts) else None,
+                             convention=convention,
+                             candidates=cand if space_candidates(convention, opts["candidates"]) else None,
                              options=options)
 
     fn = jax.jit(jax.vmap(one))
@@ -223,9 +224,9 @@ def authors_scores(traces, tr):
     return {m: {k: np.asarray([v[t] for t in traces]) for k, v in d.items()} for m, d in out.items()}
 
 
-def space_candidates(conv, opts):
-    """Whether ``conv``'s replay takes the authors' candidates (``--candidates``)."""
-    return opts["candidates"] == "authors" or (opts["candidates"] == "convention" and conv == "authors")
+def space_candidates(conv, choice):
+    """Whether ``conv``'s replay takes the authors' candidates (``--candidates choice``)."""
+    return choice == "authors" or (choice == "convention" and conv == "authors")
 
 
 def fit_description(conv, args):
@@ -243,7 +244,7 @@ def fit_description(conv, args):
     words += f", {c['num_starts']} start(s), fit_tol {c['fit_tol']:g}"
     floor = "noise variance" if c["joint"] else "noise-to-amplitude ratio"
     words += f", {'joint' if c['joint'] else 'profiled'} fits ({floor} >= {c['min_noise']:g})"
-    if space_candidates(conv, {"candidates": args.candidates}):
+    if space_candidates(conv, args.candidates):
         words += ", the authors' candidates (RF's max_depth on its grid)"
     else:
         words += f", {c['candidates']} random candidates {'per row' if c['redraw'] else 'shared by every row'}"
