@@ -4,9 +4,10 @@ All sections play studies on the 64 embedded AlexNet curves (``jaxstop.data.alex
 float32, 100 epochs, ragged), eta = 3 for the halving family; the external anchors (a NumPy
 loop, Optuna's pruner) are in ``bench_sim_anchors.py``.
 
-* ``policies``: runs/s of every policy three ways in one run: ``jax.vmap(sim.run)`` over keys
-  with the batch protocol (a whole round per loop iteration), the same with the one-job
-  protocol (``batched=False``), and one ``sim.run`` at a time in a Python loop (the default
+* ``policies``: runs/s of every policy three ways in one run: ``sim.run_batch`` of the keys
+  (on CPU in blocks of ``CPU_BLOCK`` studies) with the batch protocol (a whole round per loop
+  iteration), the same with the one-job protocol (``batched=False``), and one ``sim.run`` at a
+  time in a Python loop (the default
   protocol; results waited on once at the end, the loop's most favourable case). Policies
   without a batch protocol (random search, sub-sampling, BOHB, BO-BOS, GP-UCB, automatic
   termination) run the one-job protocol either way: the same program, so one column.
@@ -104,10 +105,10 @@ def first_call(fn):
 
 
 def vmapped(policy, table, num_runs, batched, max_jobs=None):
-    """``(call, compile s)``: ``jax.vmap(sim.run)`` over ``num_runs`` keys, compiled ahead of
-    time and called once."""
+    """``(call, compile s)``: ``sim.run_batch`` of ``num_runs`` keys, compiled ahead of time
+    and called once."""
     keys = jax.random.split(jax.random.key(0), num_runs)
-    fn = lambda k: jax.vmap(lambda kk: sim.run(policy, table, kk, batched=batched, max_jobs=max_jobs))(k)  # noqa: E731
+    fn = lambda k: sim.run_batch(policy, table, k, batched=batched, max_jobs=max_jobs)  # noqa: E731
     compiled, seconds = _common.compile_timed(fn, keys)
     return first_call(lambda: compiled(keys))[0], seconds
 
@@ -143,8 +144,8 @@ def policies_section(table, configs, args):
         print("# " + " | ".join(map(str, cells)), flush=True)
     head = ["policy", "max_jobs", "vmapped runs", "batched runs/s (compile s)", "one-job runs/s (compile s)",
             "one at a time runs/s (first call s)", "batch / one-job", "batched / one at a time", "settings"]
-    return ("## Batched against one at a time, every policy\n\nruns/s = studies per second. Vmapped columns: "
-            "`jax.vmap(sim.run)` over the keys, compiled ahead of time, the whole trace returned; one at a time: "
+    return ("## Batched against one at a time, every policy\n\nruns/s = studies per second. Batched and one-job columns: "
+            "`sim.run_batch` of the keys, compiled ahead of time, the whole trace returned; one at a time: "
             "`sim.run` per key in a Python loop (default protocol, its own number of runs, waited on once at the "
             "end), its first call (compile) apart. The three calls of a policy are timed in turn, so they see the "
             "same machine load. Ratios per run; 'batched' is the batch protocol where the policy has one.\n\n"

@@ -14,9 +14,10 @@ at 1, 4, 11, 33 and 100 epochs). Measured side by side in one process:
   jaxstop's incumbent and budget for every one: both sides do the same work (the same check
   runs on a small synthetic table of tied losses and short curves, where the tie rule and
   the complete members decide).
-* **jaxstop SH / SH+, batched**: ``jax.vmap(sim.run)`` over ``--sh-runs`` / ``--shplus-runs``
-  keys with the batch protocol (the default), the whole trace returned, compiled ahead of time
-  (compile time reported apart).
+* **jaxstop SH / SH+, batched**: ``sim.run_batch`` of ``--sh-runs`` / ``--shplus-runs`` keys
+  (on CPU the studies run in blocks of ``CPU_BLOCK``), and the same keys as one vmapped batch
+  (``jax.vmap(sim.run)``), with the batch protocol (the default), the whole trace returned,
+  compiled ahead of time (compile time reported apart).
 * **Optuna's pruner**: one Optuna study per run (in-memory storage, ``RandomSampler`` over
   the row index, 64 trials), each trial replaying its curve epoch by epoch through
   ``trial.report`` / ``trial.should_prune`` with ``optuna.pruners.SuccessiveHalvingPruner
@@ -155,11 +156,16 @@ def alexnet_table():
 # Each is ``(call, compile s, epochs)``: ``call()`` runs the contender's runs once (the
 # first call already made), ``epochs()`` the mean epochs per run (of the last call for
 # jaxstop, whose calls repeat the same keys; of every study after the warm-up for Optuna).
-def batched_call(policy, table, num_runs):
-    """``jax.vmap(sim.run)`` over ``num_runs`` keys with the default (batch) protocol,
-    compiled ahead of time, the whole trace returned."""
+def batched_call(policy, table, num_runs, runner="run_batch"):
+    """``num_runs`` keys through ``sim.run_batch`` (``runner="run_batch"``: the studies in
+    blocks of ``batching.CPU_BLOCK`` on CPU) or through ``jax.vmap(sim.run)`` (``"vmap"``: one
+    vmapped batch) with the default (batch) protocol, compiled ahead of time, the whole
+    trace returned."""
     keys = jax.random.split(jax.random.key(0), num_runs)
-    fn = lambda k: jax.vmap(lambda kk: sim.run(policy, table, kk))(k)  # noqa: E731
+    if runner == "run_batch":
+        fn = lambda k: sim.run_batch(policy, table, k)  # noqa: E731
+    else:
+        fn = lambda k: jax.vmap(lambda kk: sim.run(policy, table, kk))(k)  # noqa: E731
     compiled, seconds = _common.compile_timed(fn, keys)
     last = {"traces": jax.block_until_ready(compiled(keys))}
 
@@ -362,9 +368,15 @@ def main() -> None:
     contenders.append(("NumPy loop, plain SH, one run at a time", args.numpy_runs,
                        numpy_call(values, lengths, bracket, max_budget, args.numpy_runs),
                        f"{args.numpy_runs} runs per call"))
-    contenders.append(("jaxstop SH, batched", args.sh_runs, sh_contender[:3], f"vmap over {args.sh_runs} keys"))
+    contenders.append(("jaxstop SH, batched", args.sh_runs, sh_contender[:3],
+                       f"`sim.run_batch` of {args.sh_runs} keys"))
+    contenders.append(("jaxstop SH, one vmapped batch", args.sh_runs,
+                       batched_call(sh, table, args.sh_runs, "vmap")[:3], f"`jax.vmap(sim.run)` over {args.sh_runs} keys"))
     contenders.append(("jaxstop SH+, batched", args.shplus_runs, batched_call(shplus, table, args.shplus_runs)[:3],
-                       f"vmap over {args.shplus_runs} keys; profile of 3 x {max_budget} epochs included"))
+                       f"`sim.run_batch` of {args.shplus_runs} keys; profile of 3 x {max_budget} epochs included"))
+    contenders.append(("jaxstop SH+, one vmapped batch", args.shplus_runs,
+                       batched_call(shplus, table, args.shplus_runs, "vmap")[:3],
+                       f"`jax.vmap(sim.run)` over {args.shplus_runs} keys"))
     contenders.append(("Optuna SuccessiveHalvingPruner", args.optuna_runs,
                        optuna_call(optuna, lambda: optuna.pruners.SuccessiveHalvingPruner(
                            min_resource=1, reduction_factor=ETA), values, lengths, n0, args.optuna_runs),
@@ -392,6 +404,10 @@ def main() -> None:
         print(f"# {what}: {runs / t:,.1f} runs/s", flush=True)
 
     goals = [["batched SH / NumPy loop", "jaxstop SH, batched", "NumPy loop, plain SH, one run at a time", 10.0],
+             ["one vmapped batch of SH / NumPy loop", "jaxstop SH, one vmapped batch",
+              "NumPy loop, plain SH, one run at a time", None],
+             ["batched SH / one vmapped batch", "jaxstop SH, batched", "jaxstop SH, one vmapped batch", None],
+             ["batched SH+ / one vmapped batch", "jaxstop SH+, batched", "jaxstop SH+, one vmapped batch", None],
              ["batched SH+ / Optuna's pruner", "jaxstop SH+, batched", "Optuna SuccessiveHalvingPruner", 30.0],
              ["batched SH / Optuna's pruner", "jaxstop SH, batched", "Optuna SuccessiveHalvingPruner", None]]
     if st_call is not None:

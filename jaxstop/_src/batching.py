@@ -8,6 +8,8 @@ matrices in cache and lets each study stop on its own: 1.5-2x the throughput of 
 of regret bounds at n = 200-500 trials (m = 100-250) in ``benchmarks/RESULTS.md``.
 :func:`grouped_on_cpu` wraps a per-study function so that ``vmap`` of it maps in groups on
 CPU and vectorises on other platforms; callers (and users) keep writing ``jax.vmap``.
+:func:`map_in_blocks` is the same idea for a batch the caller holds: the simulator's
+studies in blocks of :data:`CPU_BLOCK`.
 
 :func:`gated_cond` is the branch that stays a branch under ``vmap``: a policy's expensive
 step (a round's keep decision, a proposal, a BOS solve) then runs at the steps where some
@@ -198,3 +200,43 @@ def grouped_on_cpu(fn: Callable, size: int) -> Callable:
         return jax.tree_util.tree_unflatten(out_tree, out)
 
     return wrapped
+
+
+#: Studies per block when the simulator runs a batch on CPU (:func:`map_in_blocks`). A
+#: simulated study's step is a few hundred small operations over its job slots; vmapped
+#: over thousands of studies each of them streams the whole batch through memory, and
+#: in a single block of 100 they are bound by the cost of each operation's launch instead.
+#: Blocks of about 100-250 were fastest for SH, Hyperband and SH+ on the AlexNet table
+#: (1.3-1.6x a single vmapped batch of 1,000-5,000 studies; ``bench_sim.py``).
+CPU_BLOCK = 128
+
+
+def map_in_blocks(fn: Callable, xs, block: int | None):
+    """``jax.vmap(fn)(xs)`` computed in blocks of at most ``block`` rows of the leading
+    axis (``lax.map`` over vmapped blocks; the whole batch at once for ``None`` or a
+    batch that fits one block).
+
+    The blocks are of equal size (``ceil(n / ceil(n / block))`` rows), the last padded
+    with copies of the first row, whose results are dropped. Values are those of
+    ``vmap`` wherever ``fn``'s values do not depend on the batch size it is vmapped at.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> map_in_blocks(lambda x: x * 2, jnp.arange(7), 3).tolist()
+        [0, 2, 4, 6, 8, 10, 12]
+    """
+    n = jax.tree_util.tree_leaves(xs)[0].shape[0]
+    if block is None or n <= block:
+        return jax.vmap(fn)(xs)
+    num = -(-n // block)
+    size = -(-n // num)
+    pad = num * size - n
+
+    def blocks(a):
+        if pad:
+            a = jnp.concatenate([a, jnp.repeat(a[:1], pad, axis=0)])
+        return a.reshape((num, size) + a.shape[1:])
+
+    out = jax.lax.map(jax.vmap(fn), jax.tree_util.tree_map(blocks, xs))
+    return jax.tree_util.tree_map(lambda a: a.reshape((num * size,) + a.shape[2:])[:n], out)
+

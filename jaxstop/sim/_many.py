@@ -19,7 +19,7 @@ import numpy as np
 from jaxstop._src import checks as _checks
 from jaxstop._src import io as _io
 from jaxstop.policies import Policy
-from jaxstop.sim._run import CurveTable, Trace, _run_batch_jit, check_run_args, resolve_params
+from jaxstop.sim._run import CurveTable, Trace, batch_program, check_run_args, resolve_params
 
 __all__ = ["run_many", "run_keys"]
 
@@ -210,12 +210,12 @@ def run_many(
 
     def compute(c: int):
         keys = jax.device_put(run_keys(key, c * chunk_size, chunk_size), sharded)
-        return jax.device_get(_run_batch_jit(policy, table, keys, params, max_jobs, batched))
+        return jax.device_get(batch_program(policy, table, keys, params, max_jobs, batched, mesh))
 
     directory = None
     like = None
     if checkpoint is not None or num_procs > 1:
-        shapes = jax.eval_shape(lambda k: _run_batch_jit(policy, table, k, params, max_jobs, batched),
+        shapes = jax.eval_shape(lambda k: batch_program(policy, table, k, params, max_jobs, batched, mesh),
                                 run_keys(key, 0, chunk_size))
         like = jax.tree_util.tree_map(lambda sd: np.zeros(sd.shape, sd.dtype), shapes)
     if checkpoint is not None:

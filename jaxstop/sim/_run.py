@@ -14,8 +14,8 @@ from jaxstop._src import batching
 from jaxstop._src.batching import any_in_batch
 from jaxstop.policies import Job, Policy, Result
 
-__all__ = ["CurveTable", "Trace", "check_run_args", "check_table", "curve_lengths", "resolve_params", "run",
-           "run_batch"]
+__all__ = ["CurveTable", "Trace", "batch_program", "check_run_args", "check_table", "curve_lengths", "resolve_params",
+           "run", "run_batch"]
 
 
 class CurveTable(NamedTuple):
@@ -520,12 +520,25 @@ def run_batch(
     if n % len(devices):
         raise ValueError(f"the number of keys ({n}) must be a multiple of the number of devices ({len(devices)})")
     mesh = jax.sharding.Mesh(np.asarray(devices), ("runs",))
-    sharded = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("runs"))
-    keys = jax.device_put(keys, sharded)
-    return _run_batch_jit(policy, table, keys, params, max_jobs, batched)
+    keys = jax.device_put(keys, jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("runs")))
+    return batch_program(policy, table, keys, params, max_jobs, batched, mesh)
 
 
-@partial(jax.jit, static_argnames=("policy", "max_jobs", "batched"))
-def _run_batch_jit(policy, table, keys, params, max_jobs, batched):
-    return jax.vmap(lambda k: _run(policy, table, k, params, max_jobs, batched))(keys)
+def batch_program(policy: Policy, table: CurveTable, keys, params, max_jobs: int, batched: bool, mesh) -> Trace:
+    """The compiled program of a batch of runs (checked arguments): each device of
+    ``mesh`` (a 1-D mesh, axis ``"runs"``) runs its share of ``keys``, in blocks of
+    :data:`jaxstop._src.batching.CPU_BLOCK` studies on CPU and vmapped at once elsewhere
+    (:func:`jaxstop._src.batching.map_in_blocks`)."""
+    cpu = all(d.platform == "cpu" for d in mesh.devices.flat)
+    return _batch_jit(policy, table, keys, params, max_jobs, batched, mesh, batching.CPU_BLOCK if cpu else None)
 
+
+@partial(jax.jit, static_argnames=("policy", "max_jobs", "batched", "mesh", "block"))
+def _batch_jit(policy, table, keys, params, max_jobs, batched, mesh, block):
+    def local(keys, table, params):
+        one = lambda k: _run(policy, table, k, params, max_jobs, batched)  # noqa: E731
+        return batching.map_in_blocks(one, keys, block)
+
+    runs, shared = jax.sharding.PartitionSpec("runs"), jax.sharding.PartitionSpec()
+    return jax.shard_map(local, mesh=mesh, in_specs=(runs, shared, shared), out_specs=runs,
+                         check_vma=False)(keys, table, params)

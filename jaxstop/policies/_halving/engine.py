@@ -240,10 +240,13 @@ def apply_keep(e: Engine, s: HalvingState, uq_keep, uq_tau, params):
         keep = plain_keep
         tau = jnp.asarray(jnp.nan, e.fdtype)
     trainable = keep & ~s.complete
-    # more trainable members than epochs: keep the best `budget` of them
-    too_many = trainable & (ranks(rank_key(s.mu, trainable)) >= budget)
-    keep = keep & ~too_many
-    trainable = trainable & ~too_many
+    # more trainable members than epochs: keep the best `budget` of them. The plain count
+    # n_{i+1} never exceeds the next round's budget C_{i+1} = n_{i+1} (r_{i+1} - r_i) when
+    # the rungs grow, so for the plain versions this ranking is known to change nothing.
+    if e.uq or not np.all(e.rounds.size_next <= e.rounds.c_next):
+        too_many = trainable & (ranks(rank_key(s.mu, trainable)) >= budget)
+        keep = keep & ~too_many
+        trainable = trainable & ~too_many
     ktr = jnp.sum(trainable).astype(jnp.int32)
     room = jnp.min(jnp.where(trainable, e.max_budget - s.epochs, e.max_budget)).astype(jnp.int32)
     alloc = jnp.where(ktr > 0, jnp.minimum(budget // jnp.maximum(ktr, 1), room), 0).astype(jnp.int32)
