@@ -5,7 +5,8 @@ Times, in turn in one process on one pinned core, on the embedded AlexNet table 
 float32, eta = 3, one bracket: 64 rows at 1, 4, 11, 33, 100 epochs):
 
 * the NumPy loop of ``bench_sim_anchors.py`` (the same synchronous SH rules, one run at a time);
-* jaxstop SH, ``jax.vmap(sim.run)`` over the keys, the whole trace returned (the benchmark's row);
+* jaxstop SH, ``jax.vmap(sim.run)`` over the keys, the whole trace returned, and the same keys
+  through ``sim.run_batch`` (blocks of 128 studies on CPU, the benchmark's row);
 * the same, returning only each study's incumbent and budget (XLA drops the per-step trace);
 * a minimal straight-line kernel, vmapped: draw 64 rows (``lax.top_k`` of uniforms, as
   ``sim.run`` does), then per rung look up each kept row's loss at ``min(r_i, curve length)``,
@@ -90,6 +91,7 @@ def main(argv=None):
         return (lambda: c(keys)), seconds
 
     full, c_full = compiled(lambda k: jax.vmap(lambda kk: sim.run(policy, table, kk))(k))
+    blocks, c_blocks = compiled(lambda k: sim.run_batch(policy, table, k))
     small, c_small = compiled(lambda k: jax.vmap(
         lambda kk: (lambda t: (t.incumbent, t.budget))(sim.run(policy, table, kk)))(k))
     vals, lens = jnp.asarray(values), jnp.asarray(lengths.astype(np.int32))
@@ -97,8 +99,9 @@ def main(argv=None):
     rot, c_rot = compiled(jax.vmap(floor_kernel(vals, lens, b.sizes, b.budgets, False)))
     numpy_loop = anchors.numpy_call(values, lengths, bracket, max_budget, args.numpy_runs)[0]
     rows = [("NumPy loop, plain SH, one run at a time", args.numpy_runs, numpy_loop, None),
-            ("jaxstop SH, batched, whole trace", args.runs, full, c_full),
-            ("jaxstop SH, batched, incumbent and budget only", args.runs, small, c_small),
+            ("jaxstop SH, one vmapped batch, whole trace", args.runs, full, c_full),
+            ("jaxstop SH, `sim.run_batch` (blocks of 128), whole trace", args.runs, blocks, c_blocks),
+            ("jaxstop SH, one vmapped batch, incumbent and budget only", args.runs, small, c_small),
             ("minimal kernel (less work: a floor)", args.runs, floor, c_floor),
             ("minimal kernel, rows rotated instead of drawn", args.runs, rot, c_rot)]
     times, _ = _common.interleaved_seconds([r[2] for r in rows], args.repeats)
