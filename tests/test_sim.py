@@ -195,7 +195,7 @@ def test_bad_run_arguments_raise():
 
 
 def test_run_batch_shards_over_eight_host_devices(tmp_path):
-    """Sharded runs over 8 (forced host) devices equal the vmapped runs."""
+    """Sharded runs over 8 (forced host) devices equal the vmapped runs, also with each\n    device's share run in blocks."""
     code = textwrap.dedent(
         """
         import os
@@ -212,6 +212,14 @@ def test_run_batch_shards_over_eight_host_devices(tmp_path):
         assert len(out.incumbent.sharding.device_set) == 8
         np.testing.assert_array_equal(out.incumbent, ref.incumbent)
         np.testing.assert_array_equal(out.budget, ref.budget)
+        # each device's share in blocks (2 studies per device, blocks of 1 here)
+        from jaxstop._src import batching
+        batching.CPU_BLOCK = 1
+        blocked = sim.run_batch(policy, table, keys, max_jobs=7)
+        assert len(blocked.incumbent.sharding.device_set) == 8
+        np.testing.assert_array_equal(blocked.incumbent, ref.incumbent)
+        np.testing.assert_array_equal(blocked.budget, ref.budget)
+        np.testing.assert_array_equal(blocked.jobs.config, ref.jobs.config)
         print("ok")
         """
     )
