@@ -195,7 +195,8 @@ def test_bad_run_arguments_raise():
 
 
 def test_run_batch_shards_over_eight_host_devices(tmp_path):
-    """Sharded runs over 8 (forced host) devices equal the vmapped runs, also with each\n    device's share run in blocks."""
+    """Sharded runs over 8 (forced host) devices equal the vmapped runs, also with each
+    device's share run in blocks."""
     code = textwrap.dedent(
         """
         import os
