@@ -204,10 +204,11 @@ def grouped_on_cpu(fn: Callable, size: int) -> Callable:
 
 #: Studies per block when the simulator runs a batch on CPU (:func:`map_in_blocks`). A
 #: simulated study's step is a few hundred small operations over its job slots; vmapped
-#: over thousands of studies each of them streams the whole batch through memory, and
-#: in a single block of 100 they are bound by the cost of each operation's launch instead.
-#: Blocks of about 100-250 were fastest for SH, Hyperband and SH+ on the AlexNet table
-#: (1.3-1.6x a single vmapped batch of 1,000-5,000 studies; ``bench_sim.py``).
+#: over thousands of studies each of them streams the whole batch through memory, while
+#: blocks of about a hundred keep it in cache (much smaller blocks would pay each
+#: operation's launch cost for little work). Blocks of 100-250 were fastest for SH,
+#: Hyperband and SH+ on the AlexNet table; against one vmapped batch, SH gains 1.5x at
+#: 5,000 studies and SH+ 1.1x at 1,000 (``benchmarks/bench_sim_anchors.py``).
 CPU_BLOCK = 128
 
 
