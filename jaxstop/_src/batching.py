@@ -220,6 +220,9 @@ def map_in_blocks(fn: Callable, xs, block: int | None):
     The blocks are of equal size (``ceil(n / ceil(n / block))`` rows), the last padded
     with copies of the first row, whose results are dropped. Values are those of
     ``vmap`` wherever ``fn``'s values do not depend on the batch size it is vmapped at.
+    Unlike ``lax.map(fn, xs, batch_size=block)`` (as :func:`grouped_on_cpu` uses with a
+    divisor of the batch), a batch that is not a multiple of ``block`` compiles no second
+    program for the remainder, and typed PRNG key arrays are accepted.
 
     Example:
         >>> import jax.numpy as jnp
@@ -240,4 +243,3 @@ def map_in_blocks(fn: Callable, xs, block: int | None):
 
     out = jax.lax.map(jax.vmap(fn), jax.tree_util.tree_map(blocks, xs))
     return jax.tree_util.tree_map(lambda a: a.reshape((num * size,) + a.shape[2:])[:n], out)
-
