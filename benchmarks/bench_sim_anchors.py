@@ -17,7 +17,9 @@ at 1, 4, 11, 33 and 100 epochs). Measured side by side in one process:
 * **jaxstop SH / SH+, batched**: ``sim.run_batch`` of ``--sh-runs`` / ``--shplus-runs`` keys
   (on CPU the studies run in blocks of ``CPU_BLOCK``), and the same keys as one vmapped batch
   (``jax.vmap(sim.run)``), with the batch protocol (the default), the whole trace returned,
-  compiled ahead of time (compile time reported apart).
+  compiled ahead of time (compile time reported apart); and ``sim.run_batch`` with
+  ``record="final"``, which returns each study's outcome only (incumbent, its losses, budget,
+  stop step), as the NumPy loop does.
 * **Optuna's pruner**: one Optuna study per run (in-memory storage, ``RandomSampler`` over
   the row index, 64 trials), each trial replaying its curve epoch by epoch through
   ``trial.report`` / ``trial.should_prune`` with ``optuna.pruners.SuccessiveHalvingPruner
@@ -156,14 +158,15 @@ def alexnet_table():
 # Each is ``(call, compile s, epochs)``: ``call()`` runs the contender's runs once (the
 # first call already made), ``epochs()`` the mean epochs per run (of the last call for
 # jaxstop, whose calls repeat the same keys; of every study after the warm-up for Optuna).
-def batched_call(policy, table, num_runs, runner="run_batch"):
+def batched_call(policy, table, num_runs, runner="run_batch", record="full"):
     """``num_runs`` keys through ``sim.run_batch`` (``runner="run_batch"``: the studies in
     blocks of ``batching.CPU_BLOCK`` on CPU) or through ``jax.vmap(sim.run)`` (``"vmap"``: one
-    vmapped batch) with the default (batch) protocol, compiled ahead of time, the whole
-    trace returned."""
+    vmapped batch) with the default (batch) protocol, compiled ahead of time; the whole
+    trace returned, or with ``record="final"`` the outcome only (incumbent, its losses,
+    budget, stop step: what the NumPy loop returns)."""
     keys = jax.random.split(jax.random.key(0), num_runs)
     if runner == "run_batch":
-        fn = lambda k: sim.run_batch(policy, table, k)  # noqa: E731
+        fn = lambda k: sim.run_batch(policy, table, k, record=record)  # noqa: E731
     else:
         fn = lambda k: jax.vmap(lambda kk: sim.run(policy, table, kk))(k)  # noqa: E731
     compiled, seconds = _common.compile_timed(fn, keys)
@@ -370,10 +373,16 @@ def main() -> None:
                        f"{args.numpy_runs} runs per call"))
     contenders.append(("jaxstop SH, batched", args.sh_runs, sh_contender[:3],
                        f"`sim.run_batch` of {args.sh_runs} keys"))
+    contenders.append(("jaxstop SH, batched, outcome only", args.sh_runs,
+                       batched_call(sh, table, args.sh_runs, record="final")[:3],
+                       f"`sim.run_batch(..., record='final')` of {args.sh_runs} keys"))
     contenders.append(("jaxstop SH, one vmapped batch", args.sh_runs,
                        batched_call(sh, table, args.sh_runs, "vmap")[:3], f"`jax.vmap(sim.run)` over {args.sh_runs} keys"))
     contenders.append(("jaxstop SH+, batched", args.shplus_runs, batched_call(shplus, table, args.shplus_runs)[:3],
                        f"`sim.run_batch` of {args.shplus_runs} keys; profile of 3 x {max_budget} epochs included"))
+    contenders.append(("jaxstop SH+, batched, outcome only", args.shplus_runs,
+                       batched_call(shplus, table, args.shplus_runs, record="final")[:3],
+                       f"`sim.run_batch(..., record='final')` of {args.shplus_runs} keys"))
     contenders.append(("jaxstop SH+, one vmapped batch", args.shplus_runs,
                        batched_call(shplus, table, args.shplus_runs, "vmap")[:3],
                        f"`jax.vmap(sim.run)` over {args.shplus_runs} keys"))
@@ -404,11 +413,15 @@ def main() -> None:
         print(f"# {what}: {runs / t:,.1f} runs/s", flush=True)
 
     goals = [["batched SH / NumPy loop", "jaxstop SH, batched", "NumPy loop, plain SH, one run at a time", 10.0],
+             ["batched SH, outcome only / NumPy loop", "jaxstop SH, batched, outcome only",
+              "NumPy loop, plain SH, one run at a time", 10.0],
              ["one vmapped batch of SH / NumPy loop", "jaxstop SH, one vmapped batch",
               "NumPy loop, plain SH, one run at a time", None],
              ["batched SH / one vmapped batch", "jaxstop SH, batched", "jaxstop SH, one vmapped batch", None],
              ["batched SH+ / one vmapped batch", "jaxstop SH+, batched", "jaxstop SH+, one vmapped batch", None],
              ["batched SH+ / Optuna's pruner", "jaxstop SH+, batched", "Optuna SuccessiveHalvingPruner", 30.0],
+             ["batched SH+, outcome only / Optuna's pruner", "jaxstop SH+, batched, outcome only",
+              "Optuna SuccessiveHalvingPruner", 30.0],
              ["batched SH / Optuna's pruner", "jaxstop SH, batched", "Optuna SuccessiveHalvingPruner", None]]
     if st_call is not None:
         goals += [["batched SH / Syne Tune's ASHA", "jaxstop SH, batched", "Syne Tune ASHA, simulator backend", None],

@@ -334,9 +334,9 @@ def test_float64_log_series_matches_numpy():
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_stable_argsort_matches_numpy(dtype, rng):
-    """The argsort of two integer sorts equals NumPy's stable argsort: repeated keys,
+    """The argsort (pairwise ranks, or two integer sorts) equals NumPy's stable argsort: repeated keys,
     -0.0 against 0.0, infinities, negative numbers; one vector and a vmapped batch."""
-    for n in (1, 2, 7, 100, 1000):
+    for n in (1, 2, 7, 64, 65, 100, 1000):  # pairwise ranks up to 64 keys, sorts beyond
         k = rng.normal(size=(3, n)).astype(dtype)
         k[:, ::3] = np.round(k[:, ::3], 1)  # many exact ties
         if n >= 7:

@@ -138,7 +138,7 @@ def test_cli_writes_the_traces_of_run_many_and_a_summary(tmp_path):
     out, ckpt = tmp_path / "study.npz", tmp_path / "ckpt"
     cmd = [sys.executable, "-m", "jaxstop", "simulate", "--table", str(csv), "--policy", "subsampling",
            "--eta", "2", "--total-budget", "20", "--runs", "4", "--seed", "5", "--chunk-size", "2",
-           "--dtype", "float64", "--checkpoint", str(ckpt), "--out", str(out), "--no-progress"]
+           "--dtype", "float64", "--checkpoint", str(ckpt), "--out", str(out), "--no-progress", "--record", "jobs"]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "final regret (percentage points)" in done.stdout and "budget spent (epochs)" in done.stdout
@@ -146,7 +146,8 @@ def test_cli_writes_the_traces_of_run_many_and_a_summary(tmp_path):
     # the same study in this process (float64, as the test session)
     table = sim.CurveTable.from_long(config, epoch, value, tst)
     policy = policies.subsampling(NUM, T, eta=2, budget=20, dtype=jnp.float64)
-    ref = sim.run_many(policy, table, jax.random.key(5), 4, chunk_size=2, progress=False)
+    ref = sim.run_many(policy, table, jax.random.key(5), 4, chunk_size=2, progress=False, record="jobs")
+    assert ref.infos is None
     summary = sim.summarize(ref, table)
     back = jaxstop.load(out, like={"summary": summary, "traces": ref})
     for a, b in zip(jax.tree_util.tree_leaves(back), jax.tree_util.tree_leaves({"summary": summary, "traces": ref})):
@@ -157,10 +158,10 @@ def test_cli_writes_the_traces_of_run_many_and_a_summary(tmp_path):
 
 
 OPTIONS = ["--table", "--policy", "--runs", "--seed", "--out", "--checkpoint", "--chunk-size", "--max-jobs",
-           "--max-budget", "--dtype", "--grid-points", "--no-progress", "--uq", "--eta", "--min-budget", "--window",
-           "--num-start", "--keep-rule", "--delta-estimate", "--num-profile", "--num-samples", "--total-budget",
-           "--step", "--replace", "--max-evals", "--num-init", "--n0", "--num-paths", "--threshold",
-           "--acquisition", "--min-iterations"]
+           "--max-budget", "--dtype", "--grid-points", "--no-progress", "--record", "--uq", "--eta", "--min-budget",
+           "--window", "--num-start", "--keep-rule", "--delta-estimate", "--num-profile", "--num-samples",
+           "--total-budget", "--step", "--replace", "--max-evals", "--num-init", "--n0", "--num-paths",
+           "--threshold", "--acquisition", "--min-iterations"]
 
 
 def test_help_documents_every_option(capsys):

@@ -10,7 +10,9 @@
   derivatives are the closed forms (finite in float32 too).
 * :func:`log_normal64`: ``log`` of positive normal float64 numbers from the exponent bits
   and a series (XLA:CPU's own float64 ``log`` is a scalar library call).
-* :func:`stable_argsort`: a stable ``argsort`` of float keys that XLA:CPU sorts fast.
+* :func:`stable_ranks`, :func:`stable_argsort`: stable ranks and ``argsort`` of float keys,
+  in forms that XLA:CPU runs fast (pairwise comparisons for a few dozen keys, integer
+  sorts beyond).
 """
 
 from __future__ import annotations
@@ -239,10 +241,36 @@ def _hazard_and_log_sf_sum_jvp(primals, tangents):
     return (h, total), (dh, -jnp.sum(lam * dz, axis=-1))
 
 
+# stable_argsort ranks up to this many keys by pairwise comparisons instead of sorting.
+PAIRWISE_MAX = 64
+
+
+def stable_ranks(key):
+    """Rank of every entry of ``key`` (stable: ties by index), int32; keys without NaN.
+
+    Pairwise comparisons, O(n^2): for a few dozen entries much cheaper to compile and to
+    run than a sort on XLA:CPU (a sort of 64 keys costs several times as much). The
+    comparisons are laid out ``[j, i]`` (is ``key[j]`` ranked before ``key[i]``) and
+    counted over ``j`` in 16-bit integers: so XLA fuses them into the count instead of
+    writing the ``n x n`` matrix to memory, which under ``vmap`` over thousands of
+    problems no longer fits in the caches and made the count several times slower.
+    ``-0.0`` and ``0.0`` tie.
+    """
+    n = key.shape[0]
+    earlier = np.arange(n)[:, None] < np.arange(n)[None, :]  # [j, i]: j < i wins a tie
+    before = jnp.where(earlier, key[:, None] <= key[None, :], key[:, None] < key[None, :])
+    count = jnp.int16 if n <= np.iinfo(np.int16).max else jnp.int32
+    return jnp.sum(before.astype(count), axis=0, dtype=count).astype(jnp.int32)
+
+
 def stable_argsort(key):
     """``jnp.argsort(key, stable=True)`` for a float vector without NaN, as int32.
 
-    XLA:CPU sorts a single array of integers several times faster than it sorts a
+    Up to ``PAIRWISE_MAX`` (64) keys, the inverse of :func:`stable_ranks`: vmapped over 128
+    problems of 64 float32 keys, 1.6 against 12.7 us per problem for ``argsort`` in a
+    one-off timing (the keep rule of UQ halving sorts its candidates every round).
+
+    Beyond, XLA:CPU sorts a single array of integers several times faster than it sorts a
     (key, index) pair with a comparator (the form of ``argsort``): 127 against 30 us
     for 1,000 float64 keys in a one-off timing. So the keys, as order-preserving
     integers, are sorted alone; each key's first position among them (a binary
@@ -252,6 +280,9 @@ def stable_argsort(key):
     ``argsort`` itself.
     """
     n = key.shape[0]
+    if n <= PAIRWISE_MAX:
+        return jnp.zeros((n,), jnp.int32).at[stable_ranks(key)].set(jnp.arange(n, dtype=jnp.int32),
+                                                                    unique_indices=True)
     if jax.dtypes.canonicalize_dtype(jnp.int64) != jnp.int64:
         return jnp.argsort(key, stable=True).astype(jnp.int32)
     itype = jnp.int64 if key.dtype.itemsize == 8 else jnp.int32

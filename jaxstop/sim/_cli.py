@@ -85,6 +85,9 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     g.add_argument("--grid-points", type=int, default=DEFAULT_GRID_POINTS, metavar="G",
                    help=f"points of the summary's budget grid (default {DEFAULT_GRID_POINTS})")
     g.add_argument("--no-progress", action="store_true", help="do not print progress to stderr")
+    g.add_argument("--record", choices=("full", "jobs"), default="full",
+                   help="what --out keeps of every study: full (default) every step's job, result and policy "
+                        "info; jobs the same without the infos (a smaller file, the same summary)")
 
     h = p.add_argument_group("halving policies (sh, hyperband, bohb, subsampling)")
     h.add_argument("--uq", action="store_true", default=None,
@@ -234,7 +237,8 @@ def cli(argv: Sequence[str] | None = None, prog: str | None = "python -m jaxstop
         table, where = read_table(args.table, np.dtype(args.dtype))
         policy = build_policy(args, table)
         traces = run_many(policy, table, jax.random.key(args.seed), args.runs, max_jobs=args.max_jobs,
-                          chunk_size=args.chunk_size, checkpoint=args.checkpoint, progress=not args.no_progress)
+                          chunk_size=args.chunk_size, checkpoint=args.checkpoint, progress=not args.no_progress,
+                          record=args.record)
         summary = summarize(traces, table, budget_grid=args.grid_points)
         _io.save({"summary": summary, "traces": traces}, args.out)
     except (ValueError, TypeError) as err:

@@ -19,7 +19,7 @@ import numpy as np
 from jaxstop._src import checks as _checks
 from jaxstop._src import io as _io
 from jaxstop.policies import Policy
-from jaxstop.sim._run import CurveTable, Trace, batch_program, check_run_args, resolve_params
+from jaxstop.sim._run import CurveTable, Trace, batch_program, check_record, check_run_args, resolve_params
 
 __all__ = ["run_many", "run_keys"]
 
@@ -96,7 +96,7 @@ def _manifest(directory: Path, digest: str, num_runs: int, chunk_size: int) -> N
         if have != want:
             raise ValueError(
                 f"checkpoint {str(directory)!r} was written by run_many with other arguments "
-                f"(policy, table, key, num_runs, params, max_jobs, chunk_size or batched differ); "
+                f"(policy, table, key, num_runs, params, max_jobs, chunk_size, batched or record differ); "
                 "use another directory or remove it"
             )
         return
@@ -140,6 +140,7 @@ def run_many(
     progress: bool = True,
     devices=None,
     batched: bool | None = None,
+    record: str = "full",
 ) -> Trace:
     """``num_runs`` independent studies of ``policy`` on ``table``, in chunks.
 
@@ -166,7 +167,7 @@ def run_many(
     ``jax.distributed.initialize``.
 
     Args:
-        policy, table, params, max_jobs, batched: As in :func:`run`.
+        policy, table, params, max_jobs, batched, record: As in :func:`run`.
         key: PRNG key of the whole study.
         num_runs: Number of runs.
         chunk_size: Runs per chunk (a multiple of the number of devices); default
@@ -189,6 +190,7 @@ def run_many(
         True
     """
     table, max_jobs, batched = check_run_args(policy, table, max_jobs, batched)
+    record = check_record(record)
     num_runs = _checks.positive_int(num_runs, "num_runs")
     _checks.check_key(key)
     params = resolve_params(policy, params)
@@ -210,17 +212,20 @@ def run_many(
 
     def compute(c: int):
         keys = jax.device_put(run_keys(key, c * chunk_size, chunk_size), sharded)
-        return jax.device_get(batch_program(policy, table, keys, params, max_jobs, batched, mesh))
+        return jax.device_get(batch_program(policy, table, keys, params, max_jobs, batched, mesh, record))
 
     directory = None
     like = None
     if checkpoint is not None or num_procs > 1:
-        shapes = jax.eval_shape(lambda k: batch_program(policy, table, k, params, max_jobs, batched, mesh),
+        shapes = jax.eval_shape(lambda k: batch_program(policy, table, k, params, max_jobs, batched, mesh, record),
                                 run_keys(key, 0, chunk_size))
         like = jax.tree_util.tree_map(lambda sd: np.zeros(sd.shape, sd.dtype), shapes)
     if checkpoint is not None:
         directory = Path(checkpoint)
-        digest = fingerprint(policy, table, key, num_runs, params, max_jobs, chunk_size, batched)
+        # record joins the fingerprint only when not the default, so that checkpoints
+        # written before it existed still resume
+        digest = fingerprint(policy, table, key, num_runs, params, max_jobs, chunk_size, batched,
+                             *(() if record == "full" else (record,)))
         _manifest(directory, digest, num_runs, chunk_size)
 
     # Under jax.distributed, process p runs chunks p, p + P, p + 2P, ... (P processes).

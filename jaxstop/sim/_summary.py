@@ -121,6 +121,9 @@ def _fields(trace: Trace) -> dict:
     """The arrays of ``trace`` the summary reads, each with a leading study axis."""
     if not isinstance(trace, Trace):
         raise TypeError(f"trace must be a jaxstop.sim.Trace, got {type(trace).__name__}")
+    if trace.jobs is None or trace.results is None or trace.spent is None:
+        raise ValueError("trace holds no per-step record (run with record='final'): summarize needs "
+                         "record='jobs' or 'full'")
     out = dict(
         value=trace.results.value, epoch=trace.results.epoch, config=trace.jobs.config, active=trace.active,
         spent=trace.spent, incumbents=trace.incumbents, incumbent=trace.incumbent,

@@ -26,6 +26,7 @@ from jax import lax
 
 from jaxstop import confidence
 from jaxstop._src import checks as _checks
+from jaxstop._src import numerics
 from jaxstop._src.batching import gated_cond
 from jaxstop.policies._halving import bohb_density as _bohb_density
 from jaxstop.policies._halving import profiling as _profiling
@@ -33,7 +34,7 @@ from jaxstop.policies._halving import uncertainty as _uncertainty
 from jaxstop.policies._base import Incumbent, Job, Result, improves, jit_step, make_job, update_incumbent
 from jaxstop.policies._halving.state import HalvingInfo, HalvingState
 from jaxstop.policies._halving.schedule import RoundTable
-from jaxstop.policies._halving.slots import first, rank_key, ranks, record_slot, sample_rows
+from jaxstop.policies._halving.slots import first, rank_key, record_slot, sample_rows
 
 __all__ = ["Engine", "apply_keep", "ask", "delta_table", "end_bracket", "finish", "info", "init", "keep_inputs",
            "record", "record_profile", "report", "start_bracket", "tell", "tell_eager", "track_incumbent",
@@ -230,7 +231,7 @@ def apply_keep(e: Engine, s: HalvingState, uq_keep, uq_tau, params):
     """Keeps members (plain count, or the UQ mask), allocates the next round."""
     g = s.round
     budget = (_at(e.rounds.c_next, g) + s.carry).astype(jnp.int32)
-    plain_keep = s.member & (ranks(rank_key(s.mu, s.member)) < _at(e.rounds.size_next, g))
+    plain_keep = s.member & (numerics.stable_ranks(rank_key(s.mu, s.member)) < _at(e.rounds.size_next, g))
     if e.uq:
         need = _uncertainty.min_losses(params, delta_table(e, s, params), s.epochs)
         keep, fallback, tau = _uncertainty.keep_mask(s.member, s.mu, s.uq, plain_keep, uq_keep, uq_tau, e.fdtype,
@@ -244,7 +245,7 @@ def apply_keep(e: Engine, s: HalvingState, uq_keep, uq_tau, params):
     # n_{i+1} never exceeds the next round's budget C_{i+1} = n_{i+1} (r_{i+1} - r_i) when
     # the rungs grow, so for the plain versions this ranking is known to change nothing.
     if e.uq or not np.all(e.rounds.size_next <= e.rounds.c_next):
-        too_many = trainable & (ranks(rank_key(s.mu, trainable)) >= budget)
+        too_many = trainable & (numerics.stable_ranks(rank_key(s.mu, trainable)) >= budget)
         keep = keep & ~too_many
         trainable = trainable & ~too_many
     ktr = jnp.sum(trainable).astype(jnp.int32)

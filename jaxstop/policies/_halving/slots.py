@@ -1,5 +1,5 @@
-"""Choosing among the slots of a bracket (or sub-sampling's candidates): ranks by
-loss, the first pending slot, and uniform draws of distinct table rows.
+"""Choosing among the slots of a bracket (or sub-sampling's candidates): the sort key
+of their losses, the first pending slot, and uniform draws of distinct table rows.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-__all__ = ["first", "rank_key", "ranks", "record_slot", "sample_rows"]
+__all__ = ["first", "rank_key", "record_slot", "sample_rows"]
 
 
 def record_slot(s, job, result, max_budget: int, fdtype):
@@ -32,24 +32,6 @@ def record_slot(s, job, result, max_budget: int, fdtype):
         pending=s.pending.at[slot].set(s.pending[slot] & ~active),
     )
     return s, active, value, epoch - start
-
-
-def ranks(key):
-    """Rank of every entry of ``key`` (stable: ties by index), int32.
-
-    Pairwise comparisons, O(n^2) for the few slots of a bracket: much cheaper to
-    compile than a sort, and cheaper to run for a few dozen entries (a sort of 64 keys
-    costs several times as much on XLA:CPU). The comparisons are laid out ``[j, i]``
-    (is ``key[j]`` ranked before ``key[i]``) and counted over ``j`` in 16-bit integers:
-    so XLA fuses them into the count instead of writing the ``n x n`` matrix to memory,
-    which under ``vmap`` over thousands of studies no longer fits in the caches and made
-    the count several times slower.
-    """
-    n = key.shape[0]
-    earlier = np.arange(n)[:, None] < np.arange(n)[None, :]  # [j, i]: j < i wins a tie
-    before = jnp.where(earlier, key[:, None] <= key[None, :], key[:, None] < key[None, :])
-    count = jnp.int16 if n <= np.iinfo(np.int16).max else jnp.int32
-    return jnp.sum(before.astype(count), axis=0, dtype=count).astype(jnp.int32)
 
 
 def sample_rows(key, num_configs: int, k: int, batch: tuple = ()):
