@@ -418,8 +418,10 @@ def _run(policy: Policy, table: CurveTable, key, params, max_jobs: int, batched:
         return Trace(incumbent, inc_value, inc_test, c.spent, c.stop_job, num_jobs, c.bad,
                      None, None, None, None, None, None, ~c.done)
     *staged, act = staged
-    (jobs, results, infos), active = _compact(tuple(staged), act, max_jobs)
-    incs = jnp.asarray(infos.incumbent if record == "full" else infos, jnp.int32)
+    (jobs, results, extra), active = _compact(tuple(staged), act, max_jobs)
+    # "full" staged the infos, "jobs" only their incumbents
+    incs = jnp.asarray(extra.incumbent if record == "full" else extra, jnp.int32)
+    infos = extra if record == "full" else None
     # slots that did not run are zero in the trace
     jobs, results, infos = jax.tree_util.tree_map(
         lambda a: jnp.where(active.reshape(active.shape + (1,) * (a.ndim - 1)), a, jnp.zeros_like(a)),
@@ -431,7 +433,7 @@ def _run(policy: Policy, table: CurveTable, key, params, max_jobs: int, batched:
     spent_t = jnp.where(ran, spent_t, c.spent)
     incs = jnp.where(ran, incs, c.incumbent)
     return Trace(incumbent, inc_value, inc_test, c.spent, c.stop_job, num_jobs, c.bad,
-                 jobs, results, infos if record == "full" else None, active, spent_t, incs, ~c.done)
+                 jobs, results, infos, active, spent_t, incs, ~c.done)
 
 
 _run_jit = jax.jit(_run, static_argnames=("policy", "max_jobs", "batched", "record"))
