@@ -121,9 +121,10 @@ def _sorted_terms(mu_s, sigma_s, valid_s, delta_s, num_valid):
     the ``num_valid`` valid candidates, which come first: the rows after them are padding,
     inert in every sum, so the terms beyond the bucket are zeros. The integrals cost O(n)
     to O(n^2) per problem, so a round of 7 members integrated at 8 rather than 64 is about
-    8x cheaper. The choice is a branch that stays one under ``vmap``
+    8x cheaper. The choice is a switch of branches that stay branches under ``vmap``
     (:func:`jaxstop._src.batching.gated_cond`): a batch integrates at the buckets its
-    problems need, plus the smallest."""
+    problems need, and at no other (the innermost fallback, which no problem takes, is
+    zeros)."""
     n = mu_s.shape[0]
 
     def at(size):
@@ -134,13 +135,18 @@ def _sorted_terms(mu_s, sigma_s, valid_s, delta_s, num_valid):
         return run
 
     def either(below, size, smaller):
-        # each problem takes exactly one gated branch, its own bucket; the smallest bucket
-        # is the fallback every member computes under vmap
+        # each problem takes exactly one gated branch, its own bucket
         return lambda args: gated_cond((num_valid > below) & (num_valid <= size), at(size), smaller, args)
 
+    def nothing(args):
+        zeros = jnp.zeros((n,), args[0].dtype)
+        return zeros, zeros, jnp.zeros((), bool)
+
     sizes = bucket_sizes(n)
-    run = at(sizes[0])
-    for below, size in zip(sizes[:-1], sizes[1:]):
+    if len(sizes) == 1:
+        return at(n)((mu_s, sigma_s, valid_s, delta_s))
+    run = nothing
+    for below, size in zip((-1,) + sizes[:-1], sizes):
         run = either(below, size, run)
     return run((mu_s, sigma_s, valid_s, delta_s))
 

@@ -449,11 +449,17 @@ def leader_kernel(mu, sigma, valid):
     """``(P_1 among the top k for k = 1..n, unrepresentable)`` for candidates already sorted
     by mu (valid first); ``unrepresentable`` is :func:`standardise`'s verdict on the problem.
 
-    One sequential pass over the candidates carries the running log-survival
-    sum at every node (O(nodes) memory), which on CPU is faster than blocked
-    cumulative sums and compiles faster too. The problem is integrated in standard
-    units (:func:`standardise`); panels of zero width carry weight 0 (log weight
-    ``-inf``, never NaN: :func:`_graded`'s widths are non-negative).
+    One sequential pass over the candidates carries the running product of the
+    survival functions at every node (O(nodes) memory), which on CPU is faster than
+    blocked cumulative sums and compiles faster too; a product rather than a sum of
+    logarithms, it costs one ``exp`` per candidate and node and no ``log`` (half the
+    time of the sum of ``log S`` and ``exp`` of it at each step). The product loses
+    nothing to underflow: the leader's density factor ``w_k phi(z0_k) / s0`` is at most
+    ``2 c / sqrt(2 pi)`` (``w_k <= 2 c s0``, the window's width), so a node whose product
+    falls below the dtype's smallest normal adds less than ``8 x tiny`` to any ``P_1``.
+    The problem is integrated in standard units (:func:`standardise`); panels of zero
+    width carry weight 0 (log weight ``-inf``, never NaN: :func:`_graded`'s widths are
+    non-negative).
     """
     std = standardise(mu, sigma, valid)
     mu, sigma, valid = std.mu, std.sigma, std.valid
@@ -485,10 +491,14 @@ def leader_kernel(mu, sigma, valid):
     m = jnp.where(use, mu - bstar, far)
     inv_s = jnp.where(use, 1.0 / sigma, 1.0)
 
-    def step(cum, cand):
-        mj, ij = cand
-        cum = cum + numerics.log_sf((x - mj) * ij)
-        return cum, jnp.sum(jnp.exp(base + cum))
+    # w_k phi(z0_k) / s0 at every node: the leader's density, O(1) in standard units
+    # (its window is mu0 +- c s0, so w_k / s0 <= 2 c); 0 where a panel has zero width
+    lead = jnp.exp(base)
 
-    _, out = lax.scan(step, jnp.zeros(x.shape, dtype), (m, inv_s))
+    def step(surv, cand):
+        mj, ij = cand
+        surv = surv * numerics.gauss_and_sf((x - mj) * ij)[1]
+        return surv, jnp.sum(lead * surv)
+
+    _, out = lax.scan(step, jnp.ones(x.shape, dtype), (m, inv_s))
     return jnp.where(any_valid, out, jnp.zeros_like(out)), std.unrepresentable

@@ -412,16 +412,19 @@ def info(e: Engine, s: HalvingState, decided, kept, fallback, tau, rbudget) -> H
 
 def finish(e: Engine, call, s: HalvingState, decided, finished, params, every_call: bool = False):
     """The end of ``tell``: the keep decision after a round, the next bracket after the
-    last round; returns the state and the info. With ``every_call`` (the batch protocol,
-    whose every batch ends a round) the decision is a plain ``lax.cond``: a gate that is
-    open at every step would only add its own cost. In the one-job protocol the UQ
-    decision (:func:`jaxstop.confidence.keep_count`, the costly one) runs for each study
-    that ends a round (``sparse``): the number a UQ round keeps varies, so under ``vmap``
-    the studies' rounds end at different steps, and a batch of them would otherwise pay
-    the whole batch's decision at nearly every step. Plain SH's rounds end at the same
-    step in every study and its decision is cheap: it stays vectorised."""
+    last round; returns the state and the info. The decision is a gated branch: under
+    ``vmap`` it runs at the steps where some study of the batch decides. With ``every_call``
+    (the batch protocol: one call per round, so the studies of a batch decide at the same
+    calls) it runs vectorised over the batch, and not at all at the calls that end no
+    round (the profiling batch, a bracket's last round), where a ``select`` of both
+    branches would pay the whole decision. In the one-job protocol the UQ decision
+    (:func:`jaxstop.confidence.keep_count`, the costly one) runs for each study that ends a
+    round (``sparse``): the number a UQ round keeps varies, so under ``vmap`` the studies'
+    rounds end at different steps, and a batch of them would otherwise pay the whole
+    batch's decision at nearly every step. Plain SH's rounds end at the same step in every
+    study and its decision is cheap: it stays vectorised."""
     s, (kept, fallback, tau, rbudget), empty = _cond(
-        decided, lambda s: _decide(e, call, s, params), lambda s: _no_decision(e, s), s, gated=not every_call,
+        decided, lambda s: _decide(e, call, s, params), lambda s: _no_decision(e, s), s,
         sparse=e.uq and not every_call)
     s = _cond(finished | empty, lambda s: call(end_bracket, s), lambda s: s, s)
     return s, info(e, s, decided, kept, fallback, tau, rbudget)
