@@ -485,7 +485,7 @@ def leader_kernel(mu, sigma, valid):
     z0 = (x - (mu0 - bstar)) / s0
     base = log_w - 0.5 * z0 * z0 - jnp.log(s0) - numerics.LOG_SQRT_2PI
     use = valid & (jnp.arange(n) > 0)
-    # the leader itself and padding at a finite far distance with unit scale: log S = 0
+    # the leader itself and padding at a finite far distance with unit scale: S = 1
     # exactly, and (unlike +inf) no 0 * inf in derivatives (as in _prob_best_dense)
     far = jnp.sqrt(jnp.asarray(jnp.finfo(dtype).max, dtype)) / 2
     m = jnp.where(use, mu - bstar, far)

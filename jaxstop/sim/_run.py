@@ -263,14 +263,18 @@ def _evaluate(policy: Policy, table: CurveTable, lengths, job: Job, state, param
 def _lookup(table: CurveTable, lengths, job: Job, history: int) -> Result:
     """The result of one job of the batch protocol (no early stopping) with the last
     ``history`` losses up to its end, oldest first, left-aligned, NaN-padded."""
-    num_configs = table.values.shape[0]
+    num_configs, epochs = table.values.shape
     c = jnp.clip(job.config, 0, num_configs - 1)
-    row = table.values[c]
     end = jnp.clip(job.budget, 1, lengths[c])
-    first = jnp.maximum(end - history, 0)
-    idx = first + jnp.arange(history)
-    hist = jnp.where(idx < end, row[jnp.clip(idx, 0, row.shape[0] - 1)], jnp.nan)
-    return Result(row[end - 1], end.astype(jnp.int32), jnp.asarray(False), hist)
+    # one contiguous slice of the row (under vmap a gather of whole slices, not of
+    # single losses); first <= epochs - h since end <= epochs, so it is never shifted
+    h = min(history, epochs)
+    first = jnp.maximum(end - h, 0)
+    window = jax.lax.dynamic_slice(table.values, (c, first), (1, h))[0]
+    hist = jnp.where(jnp.arange(h) < end - first, window, jnp.nan)
+    if history > h:
+        hist = jnp.concatenate([hist, jnp.full((history - h,), jnp.nan, hist.dtype)])
+    return Result(table.values[c, end - 1], end.astype(jnp.int32), jnp.asarray(False), hist)
 
 
 class _Carry(NamedTuple):
