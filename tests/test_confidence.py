@@ -1089,3 +1089,12 @@ def test_keep_count_buckets_equal_the_compact_problem():
             assert int(res.k) == int(compact.k) and int(res.k_star) == int(compact.k_star)
             np.testing.assert_array_equal(np.asarray(res.keep)[pos], np.asarray(compact.keep))
             assert not np.asarray(res.keep)[~mask].any() and bool(res.ok)
+    # a member with no valid candidate takes no bucket: zero terms, EMPTY, as one at a time
+    empty = np.zeros(64, bool)
+    both = many(*(np.stack([c[i] for c in cases[-2:]] + [cases[0][i]]) for i in range(3)), 20.0,
+                np.stack([cases[-2][3], cases[-1][3], empty]))
+    for res in (keep_count(*cases[0][:3], 20.0, empty), jax.tree.map(lambda f: f[2], both)):
+        assert int(res.num_valid) == 0 and int(res.k) == 0 and not np.asarray(res.keep).any()
+        assert int(res.reason) == int(Reason.EMPTY)
+        for name in ("cost", "gain", "zeta", "curve"):
+            np.testing.assert_array_equal(np.asarray(getattr(res, name)), 0.0, err_msg=name)

@@ -123,8 +123,8 @@ def _sorted_terms(mu_s, sigma_s, valid_s, delta_s, num_valid):
     to O(n^2) per problem, so a round of 7 members integrated at 8 rather than 64 is about
     8x cheaper. The choice is a switch of branches that stay branches under ``vmap``
     (:func:`jaxstop._src.batching.gated_cond`): a batch integrates at the buckets its
-    problems need, and at no other (the innermost fallback, which no problem takes, is
-    zeros)."""
+    problems need, and at no other; a problem with no valid candidate takes none (its
+    terms are zeros)."""
     n = mu_s.shape[0]
 
     def at(size):
@@ -146,7 +146,9 @@ def _sorted_terms(mu_s, sigma_s, valid_s, delta_s, num_valid):
     if len(sizes) == 1:
         return at(n)((mu_s, sigma_s, valid_s, delta_s))
     run = nothing
-    for below, size in zip((-1,) + sizes[:-1], sizes):
+    # no valid candidate (a round whose members have too few losses for a spread): the
+    # terms are zeros, as _terms would return them, without integrating
+    for below, size in zip((0,) + sizes[:-1], sizes):
         run = either(below, size, run)
     return run((mu_s, sigma_s, valid_s, delta_s))
 
