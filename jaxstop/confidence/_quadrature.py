@@ -452,11 +452,12 @@ def leader_kernel(mu, sigma, valid):
     One sequential pass over the candidates carries the running product of the
     survival functions at every node (O(nodes) memory), which on CPU is faster than
     blocked cumulative sums and compiles faster too; a product rather than a sum of
-    logarithms, it costs one ``exp`` per candidate and node and no ``log`` (half the
-    time of the sum of ``log S`` and ``exp`` of it at each step). The product loses
-    nothing to underflow: the leader's density factor ``w_k phi(z0_k) / s0`` is at most
-    ``2 c / sqrt(2 pi)`` (``w_k <= 2 c s0``, the window's width), so a node whose product
-    falls below the dtype's smallest normal adds less than ``8 x tiny`` to any ``P_1``.
+    logarithms, it costs one ``exp`` per candidate and node and no ``log`` (0.63 of the
+    time of the sum of ``log S`` and ``exp`` of it at each step in float32, 0.41 in
+    float64, for 128 vmapped problems of 22 candidates). Underflow costs nothing
+    representable: the nodes' factors ``w_k phi(z0_k) / s0`` (the leader's density) sum
+    to about 1, so the nodes whose product falls below the dtype's smallest normal add
+    less than about ``tiny`` to any ``P_1`` together.
     The problem is integrated in standard units (:func:`standardise`); panels of zero
     width carry weight 0 (log weight ``-inf``, never NaN: :func:`_graded`'s widths are
     non-negative).
@@ -491,8 +492,8 @@ def leader_kernel(mu, sigma, valid):
     m = jnp.where(use, mu - bstar, far)
     inv_s = jnp.where(use, 1.0 / sigma, 1.0)
 
-    # w_k phi(z0_k) / s0 at every node: the leader's density, O(1) in standard units
-    # (its window is mu0 +- c s0, so w_k / s0 <= 2 c); 0 where a panel has zero width
+    # w_k phi(z0_k) / s0 at every node: the rule's weights of the leader's density (they
+    # sum to about 1); 0 where a panel has zero width
     lead = jnp.exp(base)
 
     def step(surv, cand):
