@@ -143,8 +143,6 @@ def _sorted_terms(mu_s, sigma_s, valid_s, delta_s, num_valid):
         return zeros, zeros, jnp.zeros((), bool)
 
     sizes = bucket_sizes(n)
-    if len(sizes) == 1:
-        return at(n)((mu_s, sigma_s, valid_s, delta_s))
     run = nothing
     # no valid candidate (a round whose members have too few losses for a spread): the
     # terms are zeros, as _terms would return them, without integrating

@@ -459,8 +459,7 @@ def leader_kernel(mu, sigma, valid):
     to about 1, so the nodes whose product falls below the dtype's smallest normal add
     less than about ``tiny`` to any ``P_1`` together.
     The problem is integrated in standard units (:func:`standardise`); panels of zero
-    width carry weight 0 (log weight ``-inf``, never NaN: :func:`_graded`'s widths are
-    non-negative).
+    width carry weight 0 (:func:`_graded`'s widths are non-negative).
     """
     std = standardise(mu, sigma, valid)
     mu, sigma, valid = std.mu, std.sigma, std.valid
@@ -482,9 +481,7 @@ def leader_kernel(mu, sigma, valid):
     dr, wr = _graded(b1 - bstar, h, levels, order)
     x = jnp.concatenate([-dl, dr])  # relative to bstar
     w = jnp.concatenate([wl, wr])
-    log_w = jnp.where(w > 0, jnp.log(jnp.where(w > 0, w, 1.0)), -jnp.inf)
     z0 = (x - (mu0 - bstar)) / s0
-    base = log_w - 0.5 * z0 * z0 - jnp.log(s0) - numerics.LOG_SQRT_2PI
     use = valid & (jnp.arange(n) > 0)
     # the leader itself and padding at a finite far distance with unit scale: S = 1
     # exactly, and (unlike +inf) no 0 * inf in derivatives (as in _prob_best_dense)
@@ -493,8 +490,8 @@ def leader_kernel(mu, sigma, valid):
     inv_s = jnp.where(use, 1.0 / sigma, 1.0)
 
     # w_k phi(z0_k) / s0 at every node: the rule's weights of the leader's density (they
-    # sum to about 1); 0 where a panel has zero width
-    lead = jnp.exp(base)
+    # sum to about 1; w_k <= 2 c s0, the window's width, so w_k / s0 cannot overflow)
+    lead = (w / s0) * jnp.exp(-0.5 * z0 * z0 - numerics.LOG_SQRT_2PI)
 
     def step(surv, cand):
         mj, ij = cand
