@@ -154,6 +154,48 @@ def test_a_policy_without_the_batch_protocol_cannot_half_declare_it():
 
     with pytest.raises(ValueError, match="both or neither"):
         build_policy((3,), init=init, ask=ask, tell=tell, ask_batch=ask)
+    with pytest.raises(ValueError, match="give tell_batch too"):
+        build_policy((3,), init=init, ask=ask, tell=tell, tell_batch_last=tell)
+
+
+def _results(v, jobs, active, history):
+    """The table's results of a batch of jobs, as the simulator gives them (NumPy): the loss
+    at each job's end (clipped to the curve), and its last ``history`` losses up to there,
+    oldest first, NaN-padded on the right."""
+    config = np.clip(np.asarray(jobs.config), 0, v.shape[0] - 1)
+    end = np.clip(np.asarray(jobs.budget), 1, v.shape[1])
+    hist = np.full((config.shape[0], history), np.nan)
+    for i, (c, e) in enumerate(zip(config, end)):
+        part = v[c, max(e - history, 0):e]
+        hist[i, :part.shape[0]] = part
+    return policies.make_result(v[config, end - 1], end, np.zeros(end.shape, bool))._replace(history=jnp.asarray(hist))
+
+
+@pytest.mark.parametrize("factory,uq", [(policies.sh, False), (policies.hyperband, False), (policies.sh, True)])
+def test_tell_batch_last_is_the_last_row_of_tell_batch(factory, uq):
+    """Through a whole study, driven by hand: ``tell_batch_last`` leaves ``tell_batch``'s
+    state and returns its info at the batch's last active slot. The two are different
+    programs over the same arithmetic; the plain rules compare losses and add integers
+    (exact), and the UQ rule's window statistics and keep threshold are the same
+    element-wise operations and sums over the same slots in both, so every field is
+    compared exactly."""
+    v, _ = curves(4)
+    policy = factory(NUM, T, uq=uq)
+    state = policy.init(jax.random.key(2))
+    keys = jax.random.split(jax.random.key(3), policy.limits.max_batches)
+    for k in keys:
+        jobs, active, state = policy.ask_batch(k, state)
+        results = _results(v, jobs, active, policy.history)
+        state_rows, infos = policy.tell_batch(state, jobs, results, active)
+        state_last, info = policy.tell_batch_last(state, jobs, results, active)
+        assert leaves_equal(state_rows, state_last) == []
+        if np.any(active):
+            last = int(np.flatnonzero(np.asarray(active))[-1])
+            assert leaves_equal(jax.tree_util.tree_map(lambda a: a[last], infos), info) == []
+        state = state_rows
+        if bool(info.terminate):
+            break
+    assert bool(info.terminate)
 
 
 def test_an_integer_seed_where_a_key_belongs_says_how_to_make_a_key():

@@ -15,6 +15,7 @@ from jaxstop.policies._base import Policy as Policy
 from jaxstop.policies._base import ReportFn as ReportFn
 from jaxstop.policies._base import Result as Result
 from jaxstop.policies._base import TellBatchFn as TellBatchFn
+from jaxstop.policies._base import TellBatchLastFn as TellBatchLastFn
 from jaxstop.policies._base import TellFn as TellFn
 from jaxstop.policies._base import make_job as make_job
 from jaxstop.policies._base import make_result as make_result
@@ -57,6 +58,7 @@ __all__ = [
     "InitFn",
     "AskBatchFn",
     "TellBatchFn",
+    "TellBatchLastFn",
     "Limits",
     "AskFn",
     "ReportFn",

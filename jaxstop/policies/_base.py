@@ -33,6 +33,12 @@ losses of every job in ``Result.history``)::
     jobs, active, state = policy.ask_batch(key, state, params)    # jobs: leading axis
     results = ...                                                  # every active job
     state, infos = policy.tell_batch(state, jobs, results, active, params)   # one info per job
+    state, info = policy.tell_batch_last(state, jobs, results, active, params)  # or: the last one
+
+``tell_batch_last`` (optional) is ``tell_batch`` for a caller that reads only the info
+after the batch's last active job (a simulation that keeps a study's outcome alone): the
+same state, that one info, and none of the per-job running values (incumbent, budget)
+that the rows before it cost.
 
 Such a policy also states in ``Limits.max_batches`` how many batches a study asks at
 most (for the halving family: its rounds, plus one batch of profiling jobs): the simulator
@@ -64,7 +70,7 @@ import numpy as np
 from jaxstop._src import checks
 
 __all__ = ["Policy", "Job", "Result", "Info", "make_job", "make_result", "InitFn", "AskFn", "ReportFn", "TellFn",
-           "AskBatchFn", "TellBatchFn", "Limits",
+           "AskBatchFn", "TellBatchFn", "TellBatchLastFn", "Limits",
            "Incumbent", "init_incumbent", "improves", "update_incumbent",
            "Static", "Step", "DefaultParams", "jit_step", "build_policy", "no_params", "renamed_field"]
 
@@ -163,6 +169,15 @@ class TellBatchFn(Protocol):
                  params: Any = ...) -> tuple[Any, Any]: ...
 
 
+class TellBatchLastFn(Protocol):
+    """``tell_batch_last(state, jobs, results, active, params) -> (state, info)``: the state of
+    ``tell_batch`` and its row at the batch's last active job alone (with no active job, the
+    info of the state after the batch)."""
+
+    def __call__(self, state: Any, jobs: Job, results: Result, active: jax.Array,
+                 params: Any = ...) -> tuple[Any, Any]: ...
+
+
 class Limits(NamedTuple):
     """What a policy knows statically about the studies it can run (checked by :mod:`jaxstop.sim`).
 
@@ -201,6 +216,9 @@ class Policy(NamedTuple):
         batch_size: Slots of a batch (static int; 0 without the batch form).
         history: Losses per job ``tell_batch`` needs in ``Result.history`` (static int).
         limits: The policy's :class:`Limits` (table rows, most jobs of a study).
+        tell_batch_last: ``tell_batch`` returning only the info after the batch's last
+            active job (:class:`TellBatchLastFn`), or ``None`` (callers then take that row of
+            ``tell_batch``'s infos).
     """
 
     init: InitFn
@@ -213,6 +231,7 @@ class Policy(NamedTuple):
     batch_size: int = 0
     history: int = 0
     limits: Limits = Limits()
+    tell_batch_last: Optional[TellBatchLastFn] = None
 
 
 def make_job(config, x, budget, start=0) -> Job:
@@ -368,7 +387,7 @@ def jit_step(fn: Callable) -> Callable:
 
 
 _KEYED = ("init", "ask", "ask_batch")
-_ARITY = {"init": 1, "ask": 2, "report": 4, "tell": 3, "ask_batch": 2, "tell_batch": 4}
+_ARITY = {"init": 1, "ask": 2, "report": 4, "tell": 3, "ask_batch": 2, "tell_batch": 4, "tell_batch_last": 4}
 
 
 def _protocol_signature(protocol) -> inspect.Signature:
@@ -382,7 +401,8 @@ def _protocol_signature(protocol) -> inspect.Signature:
 
 _SIGNATURES = {"init": _protocol_signature(InitFn), "ask": _protocol_signature(AskFn),
                "report": _protocol_signature(ReportFn), "tell": _protocol_signature(TellFn),
-               "ask_batch": _protocol_signature(AskBatchFn), "tell_batch": _protocol_signature(TellBatchFn)}
+               "ask_batch": _protocol_signature(AskBatchFn), "tell_batch": _protocol_signature(TellBatchFn),
+               "tell_batch_last": _protocol_signature(TellBatchLastFn)}
 
 
 class Step:
@@ -469,7 +489,7 @@ def no_params(config) -> tuple:
 
 def build_policy(config, *, init, ask, tell, report=None, default_params=no_params, check_params=None,
                  eager=None, ask_batch=None, tell_batch=None, batch_size: int = 0, history: int = 0,
-                 limits: Limits = Limits()) -> Policy:
+                 limits: Limits = Limits(), tell_batch_last=None) -> Policy:
     """A :class:`Policy` from module-level step functions and a static configuration.
 
     Every policy factory validates its arguments, builds ``config`` (a NamedTuple of
@@ -497,6 +517,9 @@ def build_policy(config, *, init, ask, tell, report=None, default_params=no_para
         batch_size: Slots of a batch (required with the batch protocol).
         history: Losses per job ``tell_batch`` reads from ``Result.history``.
         limits: The policy's :class:`Limits`.
+        tell_batch_last: Optional step function (``tell_batch_last(config, state, jobs,
+            results, active, params)``) returning ``tell_batch``'s state and its info at the
+            batch's last active job alone; only with ``tell_batch``.
 
     Returns:
         A :class:`Policy`.
@@ -527,6 +550,8 @@ def build_policy(config, *, init, ask, tell, report=None, default_params=no_para
         raise ValueError(f"eager names unknown steps {sorted(unknown)}")
     if (ask_batch is None) != (tell_batch is None):
         raise ValueError("ask_batch and tell_batch go together: give both or neither")
+    if tell_batch_last is not None and tell_batch is None:
+        raise ValueError("tell_batch_last is a form of tell_batch: give tell_batch too")
     if ask_batch is not None:
         batch_size = checks.positive_int(batch_size, "batch_size")
         history = checks.positive_int(history, "history", minimum=0)
@@ -536,7 +561,7 @@ def build_policy(config, *, init, ask, tell, report=None, default_params=no_para
     maybe = lambda name, fn: None if fn is None else step(name, fn)  # noqa: E731
     return Policy(step("init", init), step("ask", ask), maybe("report", report), step("tell", tell), defaults,
                   maybe("ask_batch", ask_batch), maybe("tell_batch", tell_batch), batch_size, history,
-                  Limits(*limits))
+                  Limits(*limits), maybe("tell_batch_last", tell_batch_last))
 
 
 def renamed_field(new: str, old: str) -> property:

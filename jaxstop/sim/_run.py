@@ -11,7 +11,7 @@ import numpy as np
 
 from jaxstop._src import checks as _checks
 from jaxstop._src import batching
-from jaxstop._src.batching import any_in_batch
+from jaxstop._src.batching import any_in_batch, gated_cond
 from jaxstop.policies import Job, Policy, Result
 
 __all__ = ["RECORDS", "CurveTable", "Trace", "batch_program", "check_record", "check_run_args", "check_table",
@@ -342,13 +342,23 @@ def _run(policy: Policy, table: CurveTable, key, params, max_jobs: int, batched:
         add = lambda t: jax.tree_util.tree_map(lambda a: a[None], t)  # noqa: E731
         return add(job), jnp.ones((1,), bool), add(result), state
 
+    # an outcome-only record reads only the info after a batch's last active job
+    last_only = batched and record == "final" and policy.tell_batch_last is not None
+
     def tell(state, jobs, act, results):
-        """The state and one info per slot."""
+        """The state, one info per slot (None with ``last_only``) and the info after the
+        last active slot."""
+        if last_only:
+            state, info = policy.tell_batch_last(state, jobs, results, act, params)
+            return state, None, info
         if batched:
-            return policy.tell_batch(state, jobs, results, act, params)
-        one = lambda t: jax.tree_util.tree_map(lambda a: a[0], t)  # noqa: E731
-        state, info = policy.tell(state, one(jobs), one(results), params)
-        return state, jax.tree_util.tree_map(lambda a: jnp.asarray(a)[None], info)
+            state, infos = policy.tell_batch(state, jobs, results, act, params)
+        else:
+            one = lambda t: jax.tree_util.tree_map(lambda a: a[0], t)  # noqa: E731
+            state, info = policy.tell(state, one(jobs), one(results), params)
+            infos = jax.tree_util.tree_map(lambda a: jnp.asarray(a)[None], info)
+        last = width - 1 - jnp.argmax(act[::-1])
+        return state, infos, jax.tree_util.tree_map(lambda a: a[last], infos)
 
     keys = jax.random.split(k_loop, steps)
 
@@ -356,16 +366,15 @@ def _run(policy: Policy, table: CurveTable, key, params, max_jobs: int, batched:
         """One iteration of a running study: its carry and its slots (jobs, results, infos,
         active)."""
         jobs, act, results, state = play(c.state, k, running(c))
-        # never run more than max_jobs jobs: later slots of a batch stay un-run
-        pos = c.n + jnp.cumsum(act.astype(jnp.int32)) - 1
-        act = act & (pos < max_jobs)
-        state, infos = tell(state, jobs, act, results)
+        # never run more than max_jobs jobs: later slots of a batch stay un-run (a running
+        # count over the slots, computed only at a step where some study needs the cut)
+        n = c.n
+        cut = lambda a: a & (n + jnp.cumsum(a.astype(jnp.int32)) - 1 < max_jobs)  # noqa: E731
+        act = gated_cond(n + jnp.sum(act.astype(jnp.int32)) > max_jobs, cut, lambda a: a, act)
+        state, infos, info = tell(state, jobs, act, results)
         results = results._replace(history=None)
         count = jnp.sum(act).astype(jnp.int32)
         cost = jnp.where(act, results.epoch - jnp.clip(jobs.start, 0, results.epoch), 0)
-        # the info after the batch's last active job
-        last = width - 1 - jnp.argmax(act[::-1])
-        info = jax.tree_util.tree_map(lambda a: a[last], infos)
         incumbent = jnp.where(count > 0, jnp.asarray(info.incumbent, jnp.int32), c.incumbent)
         terminate = (count > 0) & jnp.asarray(info.terminate, bool)
         n = c.n + count

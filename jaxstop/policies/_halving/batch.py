@@ -21,7 +21,7 @@ from jaxstop.policies._halving.engine import (Engine, _at, _cond, finish, info, 
 from jaxstop.policies._halving.state import HalvingInfo, HalvingState
 from jaxstop.policies._base import Job, Result, make_job
 
-__all__ = ["ask_batch", "last_losses", "record_batch", "tell_batch"]
+__all__ = ["ask_batch", "last_losses", "record_batch", "tell_batch", "tell_batch_last"]
 
 
 def _pad(tree, n: int):
@@ -71,11 +71,13 @@ def _running_incumbent(e: Engine, s: HalvingState, level, value, configs, ok):
             jnp.where(takes, v[best], s.incumbent_value).astype(e.fdtype))
 
 
-def record_batch(e: Engine, s: HalvingState, jobs: Job, results: Result, active, params):
+def record_batch(e: Engine, s: HalvingState, jobs: Job, results: Result, active, params, rows: bool = True):
     """Bookkeeping of a round's results (one per slot, ``active`` marks the real ones):
     the state :func:`~jaxstop.policies._halving.engine.record` leaves after them in slot
     order. Returns the state, (round over, last round) and the per-slot running values of
-    the infos ``tell`` would return after each job (incumbent, its value, spent, unspent)."""
+    the infos ``tell`` would return after each job (incumbent, its value, spent, unspent),
+    or None without ``rows`` (their running sums and minima are most of a plain round's
+    cost)."""
     act = active & ~s.done & s.pending
     value = jnp.asarray(results.value).astype(e.fdtype)
     epoch = jnp.asarray(results.epoch).astype(jnp.int32)
@@ -83,17 +85,20 @@ def record_batch(e: Engine, s: HalvingState, jobs: Job, results: Result, active,
     start = jnp.clip(jnp.asarray(jobs.start).astype(jnp.int32), 0, epoch)
     ended = (epoch < budget) | (epoch >= e.max_budget)
     cost = jnp.where(act, epoch - start, 0)
-    spent = (s.spent + jnp.cumsum(cost)).astype(jnp.int32)
-    unspent = (s.unspent + jnp.cumsum(jnp.where(act, s.alloc, 0) - cost)).astype(jnp.int32)
+    released = jnp.where(act, s.alloc, 0) - cost
     level = _at(e.rounds.level, s.round)
-    inc_config, inc_value = _running_incumbent(e, s, level, value, s.configs, act)
+    running = None
+    if rows:
+        spent = (s.spent + jnp.cumsum(cost)).astype(jnp.int32)
+        unspent = (s.unspent + jnp.cumsum(released)).astype(jnp.int32)
+        running = _running_incumbent(e, s, level, value, s.configs, act) + (spent, unspent)
     s = s._replace(
         epochs=jnp.where(act, epoch, s.epochs),
         mu=jnp.where(act, value, s.mu),
         complete=jnp.where(act, s.complete | ended, s.complete),
         pending=s.pending & ~act,
-        spent=spent[-1],
-        unspent=unspent[-1],
+        spent=(s.spent + jnp.sum(cost)).astype(jnp.int32),
+        unspent=(s.unspent + jnp.sum(released)).astype(jnp.int32),
     )
     if e.uq:
         # the losses report() would have pushed: the table's last `width` up to `epoch`
@@ -107,7 +112,7 @@ def record_batch(e: Engine, s: HalvingState, jobs: Job, results: Result, active,
     s = track_incumbent(e, s, level, value[best], s.configs[best], ok[best])
     round_over = ~s.done & ~jnp.any(s.pending)
     last = _at(e.rounds.last, s.round)
-    return s, round_over & ~last, round_over & last, (inc_config, inc_value, spent, unspent)
+    return s, round_over & ~last, round_over & last, running
 
 
 def _rows(e: Engine, state: HalvingState, act, final: HalvingInfo, running, profile_ok) -> HalvingInfo:
@@ -134,15 +139,17 @@ def _rows(e: Engine, state: HalvingState, act, final: HalvingInfo, running, prof
         rows, final)
 
 
-def _tell_rounds(e: Engine, state: HalvingState, jobs: Job, results: Result, active, params):
+def _tell_rounds(e: Engine, state: HalvingState, jobs: Job, results: Result, active, params, rows: bool):
     call = lambda piece, *args: piece(e, *args)  # noqa: E731
-    s, decided, finished, running = record_batch(e, state, jobs, results, active, params)
+    s, decided, finished, running = record_batch(e, state, jobs, results, active, params, rows)
     s, final = finish(e, call, s, decided, finished, params, every_call=True)
+    if not rows:
+        return s, final
     act = active & ~state.done & state.pending
     return s, _rows(e, state, act, final, running, state.prof.ok)
 
 
-def _tell_profile(e: Engine, state: HalvingState, jobs: Job, results: Result, active, params):
+def _tell_profile(e: Engine, state: HalvingState, jobs: Job, results: Result, active, params, rows: bool):
     """All profiling results at once (the batch form of
     :func:`~jaxstop.policies._halving.engine.record_profile`)."""
     p = state.prof
@@ -150,17 +157,22 @@ def _tell_profile(e: Engine, state: HalvingState, jobs: Job, results: Result, ac
     value = jnp.asarray(results.value).astype(e.fdtype)
     epoch = jnp.asarray(results.epoch).astype(jnp.int32)
     cost = jnp.where(act, epoch - jnp.clip(jnp.asarray(jobs.start).astype(jnp.int32), 0, epoch), 0)
-    spent = (state.spent + jnp.cumsum(cost)).astype(jnp.int32)
-    unspent = (state.unspent + jnp.cumsum(jnp.where(act, e.max_budget - cost, 0))).astype(jnp.int32)
+    released = jnp.where(act, e.max_budget - cost, 0)
     level = jnp.asarray(e.max_budget, jnp.int32)
-    running = _running_incumbent(e, state, level, value, p.configs, act) + (spent, unspent)
+    if rows:
+        spent = (state.spent + jnp.cumsum(cost)).astype(jnp.int32)
+        unspent = (state.unspent + jnp.cumsum(released)).astype(jnp.int32)
+        running = _running_incumbent(e, state, level, value, p.configs, act) + (spent, unspent)
     p = _profiling.record_curves(p, results.history, act)
     p = _profiling.fit(p, e.window, jnp.any(act) & ~jnp.any(p.pending))
-    s = state._replace(prof=p, spent=spent[-1], unspent=unspent[-1])
+    s = state._replace(prof=p, spent=(state.spent + jnp.sum(cost)).astype(jnp.int32),
+                       unspent=(state.unspent + jnp.sum(released)).astype(jnp.int32))
     ok = act & jnp.isfinite(value)
     best = jnp.argmin(jnp.where(ok, value, jnp.inf))
     s = track_incumbent(e, s, level, value[best], p.configs[best], ok[best])
     final = info(e, s, False, -1, not e.uq, jnp.nan, 0)
+    if not rows:
+        return s, final
     return s, _rows(e, state, act, final, running, state.prof.ok)
 
 
@@ -184,6 +196,24 @@ def ask_batch(e: Engine, key, state: HalvingState, params):
     return jobs, jnp.where(on, _pad(p.pending, e.batch), _pad(active, e.batch)), state
 
 
+def _tell(e: Engine, state: HalvingState, jobs: Job, results: Result, active, params, rows: bool):
+    if not e.num_profile:
+        return _tell_rounds(e, state, jobs, results, active, params, rows)
+    pad = (lambda t: _pad(t, e.batch)) if rows else (lambda t: t)  # noqa: E731
+
+    def rounds(s):
+        head = lambda t: _head(t, e.cap)  # noqa: E731
+        s, infos = _tell_rounds(e, s, head(jobs), head(results), active[:e.cap], params, rows)
+        return s, pad(infos)
+
+    def profile(s):
+        head = lambda t: _head(t, e.num_profile)  # noqa: E731
+        s, infos = _tell_profile(e, s, head(jobs), head(results), active[:e.num_profile], params, rows)
+        return s, pad(infos)
+
+    return _cond(_profiling.profiling(state.prof), profile, rounds, state)
+
+
 def tell_batch(e: Engine, state: HalvingState, jobs: Job, results: Result, active, params):
     """``tell_batch(state, jobs, results, active, params=None) -> (state, infos)``: the
     results of a round's jobs at once (``results.history`` holds each job's last
@@ -191,17 +221,11 @@ def tell_batch(e: Engine, state: HalvingState, jobs: Job, results: Result, activ
     whole curve of a profiled candidate), then the round's decision as in ``tell``, once.
     ``infos`` has one :class:`HalvingInfo` per slot: the info ``tell`` returns after that
     job (rows of inactive slots are unspecified)."""
-    if not e.num_profile:
-        return _tell_rounds(e, state, jobs, results, active, params)
+    return _tell(e, state, jobs, results, active, params, rows=True)
 
-    def rounds(s):
-        head = lambda t: _head(t, e.cap)  # noqa: E731
-        s, infos = _tell_rounds(e, s, head(jobs), head(results), active[:e.cap], params)
-        return s, _pad(infos, e.batch)
 
-    def profile(s):
-        head = lambda t: _head(t, e.num_profile)  # noqa: E731
-        s, infos = _tell_profile(e, s, head(jobs), head(results), active[:e.num_profile], params)
-        return s, _pad(infos, e.batch)
-
-    return _cond(_profiling.profiling(state.prof), profile, rounds, state)
+def tell_batch_last(e: Engine, state: HalvingState, jobs: Job, results: Result, active, params):
+    """``tell_batch_last(state, jobs, results, active, params=None) -> (state, info)``:
+    :func:`tell_batch`'s state and its info at the batch's last active job, without the
+    rows before it (their running incumbent and budget sums)."""
+    return _tell(e, state, jobs, results, active, params, rows=False)

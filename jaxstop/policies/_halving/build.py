@@ -6,7 +6,7 @@ the steps of ``engine.py`` (one job at a time) and ``batch.py`` (a round at once
 from __future__ import annotations
 
 from jaxstop.policies._base import Limits, Policy, build_policy
-from jaxstop.policies._halving.batch import ask_batch, tell_batch
+from jaxstop.policies._halving.batch import ask_batch, tell_batch, tell_batch_last
 from jaxstop.policies._halving.engine import Engine, ask, init, report, tell, tell_eager
 from jaxstop.policies._halving.params import check_params, default_params
 from jaxstop.policies._halving.schedule import HalvingSchedule, round_jobs, round_table
@@ -70,7 +70,8 @@ def halving_policy(
     )
     # a batch is one round (every pending member's job), or the profiling jobs
     max_batches = e.num_rounds + (1 if num_profile else 0)
-    batch = {} if tpe else dict(ask_batch=ask_batch, tell_batch=tell_batch, batch_size=e.batch, history=e.history)
+    batch = {} if tpe else dict(ask_batch=ask_batch, tell_batch=tell_batch, tell_batch_last=tell_batch_last,
+                                batch_size=e.batch, history=e.history)
     return build_policy(e, init=init, ask=ask, report=report if uq else None, tell=tell,
                         default_params=_default_params, check_params=check_params, eager={"tell": tell_eager},
                         limits=Limits(num_configs, schedule.max_jobs, max_batches, max_budget), **batch)
