@@ -11,6 +11,8 @@ loop, Optuna's pruner) are in ``bench_sim_anchors.py``.
   protocol; results waited on once at the end, the loop's most favourable case). Policies
   without a batch protocol (random search, sub-sampling, BOHB, BO-BOS, GP-UCB, automatic
   termination) run the one-job protocol either way: the same program, so one column.
+  ``--record`` sets what every call's trace keeps (``full`` by default; ``final``: each
+  study's outcome alone, in all three).
 * ``max_jobs``: the batch protocol with ``max_jobs`` at the policy's bound and at 4x it
   (the loop ends with its studies, so the extra capacity should cost nothing).
 * ``memory``: peak RSS of a fresh process running ``sim.run_many`` with a fixed chunk and
@@ -20,6 +22,7 @@ loop, Optuna's pruner) are in ``bench_sim_anchors.py``.
 
     .venv/bin/python benchmarks/bench_sim.py                          # every section
     .venv/bin/python benchmarks/bench_sim.py --sections policies --quick
+    .venv/bin/python benchmarks/bench_sim.py --sections policies --only sh,sh+ --record final
 
 Compile and run are timed separately; each figure is the median of ``--repeats`` calls after a
 warm-up call, each waited on with ``block_until_ready``. The tables are printed and written to
@@ -104,21 +107,21 @@ def first_call(fn):
     return fn, time.perf_counter() - start
 
 
-def vmapped(policy, table, num_runs, batched, max_jobs=None):
+def vmapped(policy, table, num_runs, batched, max_jobs=None, record="full"):
     """``(call, compile s)``: ``sim.run_batch`` of ``num_runs`` keys, compiled ahead of time
     and called once."""
     keys = jax.random.split(jax.random.key(0), num_runs)
-    fn = lambda k: sim.run_batch(policy, table, k, batched=batched, max_jobs=max_jobs)  # noqa: E731
+    fn = lambda k: sim.run_batch(policy, table, k, batched=batched, max_jobs=max_jobs, record=record)  # noqa: E731
     compiled, seconds = _common.compile_timed(fn, keys)
     return first_call(lambda: compiled(keys))[0], seconds
 
 
-def one_at_a_time(policy, table, num_runs):
+def one_at_a_time(policy, table, num_runs, record="full"):
     """``(call, first call s)``: ``num_runs`` calls of ``sim.run`` in a Python loop (waited on
     once at the end), called once; the first call compiles ``sim.run``'s program."""
     keys = list(jax.random.split(jax.random.key(0), num_runs))
-    _, first = first_call(lambda: sim.run(policy, table, keys[0]))
-    return first_call(lambda: [sim.run(policy, table, k) for k in keys])[0], first
+    _, first = first_call(lambda: sim.run(policy, table, keys[0], record=record))
+    return first_call(lambda: [sim.run(policy, table, k, record=record) for k in keys])[0], first
 
 
 def policies_section(table, configs, args):
@@ -129,9 +132,10 @@ def policies_section(table, configs, args):
         runs, loop_runs = max(1, int(runs * args.scale)), max(1, int(loop_runs * args.scale))
         policy = make_policy(name, table, configs)
         has_batch = policy.ask_batch is not None
-        calls = [vmapped(policy, table, runs, False), one_at_a_time(policy, table, loop_runs)]
+        rec = args.record
+        calls = [vmapped(policy, table, runs, False, record=rec), one_at_a_time(policy, table, loop_runs, rec)]
         if has_batch:
-            calls.append(vmapped(policy, table, runs, True))
+            calls.append(vmapped(policy, table, runs, True, record=rec))
         times, _ = _common.interleaved_seconds([fn for fn, _ in calls], args.repeats)
         (t_one, t_loop), (c_one, c_loop) = times[:2], (calls[0][1], calls[1][1])
         t_batch, c_batch = (times[2], calls[2][1]) if has_batch else (t_one, c_one)
@@ -144,8 +148,9 @@ def policies_section(table, configs, args):
         print("# " + " | ".join(map(str, cells)), flush=True)
     head = ["policy", "max_jobs", "vmapped runs", "batched runs/s (compile s)", "one-job runs/s (compile s)",
             "one at a time runs/s (first call s)", "batch / one-job", "batched / one at a time", "settings"]
+    kept = "the whole trace returned" if args.record == "full" else f"`record={args.record!r}` in every call"
     return ("## Batched against one at a time, every policy\n\nruns/s = studies per second. Batched and one-job columns: "
-            "`sim.run_batch` of the keys, compiled ahead of time, the whole trace returned; one at a time: "
+            f"`sim.run_batch` of the keys, compiled ahead of time, {kept}; one at a time: "
             "`sim.run` per key in a Python loop (default protocol, its own number of runs, waited on once at the "
             "end), its first call (compile) apart. The three calls of a policy are timed in turn, so they see the "
             "same machine load. Ratios per run; 'batched' is the batch protocol where the policy has one.\n\n"
@@ -270,6 +275,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sections", default=",".join(SECTIONS), help=f"comma-separated, of {', '.join(SECTIONS)}")
     ap.add_argument("--only", default="", help="policies section: comma-separated policy names (default all)")
+    ap.add_argument("--record", default="full", choices=("full", "jobs", "final"),
+                    help="policies section: what every call's trace keeps (sim.run's record)")
     ap.add_argument("--scale", type=float, default=1.0, help="multiplies every number of runs")
     ap.add_argument("--quick", action="store_true", help="--scale 0.25 --repeats 1")
     ap.add_argument("--repeats", type=int, default=3)
