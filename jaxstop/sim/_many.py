@@ -9,6 +9,7 @@ import os
 import re
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -233,19 +234,27 @@ def run_many(
     label = "run_many" if num_procs == 1 else f"run_many [process {proc}/{num_procs}]"
     bar = _Progress(len(mine) * chunk_size if num_procs > 1 else num_runs, progress, label)
     chunks = []
-    for i, c in enumerate(mine):
-        path = None if directory is None else directory / f"chunk_{c:06d}.npz"
-        if path is not None and path.exists():
-            out = jax.device_get(_io.load(path, like=like))
-            computed = 0
-        else:
-            out = compute(c)
-            if path is not None:
-                _write_atomic(out, path)
-            computed = chunk_size
-        chunks.append(out)
-        done = (i + 1) * chunk_size if num_procs > 1 else min((c + 1) * chunk_size, num_runs)
-        bar.update(done, computed)
+    # a chunk's file is written by one background thread while the next chunk runs (at
+    # most one write in flight: a write's error surfaces at the next chunk or at the end)
+    with ThreadPoolExecutor(max_workers=1) as writer:
+        writing = None
+        for i, c in enumerate(mine):
+            path = None if directory is None else directory / f"chunk_{c:06d}.npz"
+            if path is not None and path.exists():
+                out = jax.device_get(_io.load(path, like=like))
+                computed = 0
+            else:
+                out = compute(c)
+                if path is not None:
+                    if writing is not None:
+                        writing.result()
+                    writing = writer.submit(_write_atomic, out, path)
+                computed = chunk_size
+            chunks.append(out)
+            done = (i + 1) * chunk_size if num_procs > 1 else min((c + 1) * chunk_size, num_runs)
+            bar.update(done, computed)
+        if writing is not None:
+            writing.result()
     if num_procs > 1:
         chunks = _gather_chunks(chunks, like, num_chunks, num_procs)
     return jax.tree_util.tree_map(lambda *xs: np.concatenate([np.asarray(x) for x in xs])[:num_runs], *chunks)
