@@ -8,6 +8,7 @@ float32, eta = 3, one bracket: 64 rows at 1, 4, 11, 33, 100 epochs):
 * jaxstop SH, ``jax.vmap(sim.run)`` over the keys, the whole trace returned, and the same keys
   through ``sim.run_batch`` (blocks of 128 studies on CPU, the benchmark's row);
 * the same, returning only each study's incumbent and budget (XLA drops the per-step trace);
+* ``sim.run_batch`` with ``record="final"`` (the outcome only, through ``tell_batch_last``);
 * a minimal straight-line kernel, vmapped: draw 64 rows (``lax.top_k`` of uniforms, as
   ``sim.run`` does), then per rung look up each kept row's loss at ``min(r_i, curve length)``,
   rank by pairwise comparisons and keep the best ``n_{i+1}``. It leaves out what jaxstop's
@@ -92,6 +93,7 @@ def main(argv=None):
 
     full, c_full = compiled(lambda k: jax.vmap(lambda kk: sim.run(policy, table, kk))(k))
     blocks, c_blocks = compiled(lambda k: sim.run_batch(policy, table, k))
+    final, c_final = compiled(lambda k: sim.run_batch(policy, table, k, record="final"))
     small, c_small = compiled(lambda k: jax.vmap(
         lambda kk: (lambda t: (t.incumbent, t.budget))(sim.run(policy, table, kk)))(k))
     vals, lens = jnp.asarray(values), jnp.asarray(lengths.astype(np.int32))
@@ -102,6 +104,7 @@ def main(argv=None):
             ("jaxstop SH, one vmapped batch, whole trace", args.runs, full, c_full),
             ("jaxstop SH, `sim.run_batch` (blocks of 128), whole trace", args.runs, blocks, c_blocks),
             ("jaxstop SH, one vmapped batch, incumbent and budget only", args.runs, small, c_small),
+            ("jaxstop SH, `sim.run_batch`, outcome only (`record=\"final\"`)", args.runs, final, c_final),
             ("minimal kernel (less work: a floor)", args.runs, floor, c_floor),
             ("minimal kernel, rows rotated instead of drawn", args.runs, rot, c_rot)]
     times, _ = _common.interleaved_seconds([r[2] for r in rows], args.repeats)

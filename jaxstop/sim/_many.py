@@ -152,7 +152,8 @@ def run_many(
     (:func:`run_keys`), whatever the chunking.
 
     With ``checkpoint=DIR`` every finished chunk is written to ``DIR`` atomically (a
-    chunk file is complete or absent). Called again with the same arguments after an
+    chunk file is complete or absent), by a background thread while the next chunk runs;
+    the call returns once every file is written. Called again with the same arguments after an
     interruption, ``run_many`` loads the chunks that exist and computes the others:
     the result is bit-identical to an uninterrupted run on the same machine. A
     directory written with other arguments is refused (``ValueError``).
