@@ -46,6 +46,14 @@ def _feed(h, x) -> None:
         a = np.asarray(x)
         h.update(f"array{a.shape}{a.dtype.str}".encode())
         h.update(np.ascontiguousarray(a).tobytes())
+    elif isinstance(x, Policy):
+        # tell_batch_last is another form of tell_batch (the same study): left out, so that a
+        # checkpoint written before the field existed still resumes
+        fields = [v for k, v in zip(x._fields, x) if k != "tell_batch_last"]
+        h.update(f"Policy[{len(fields)}](".encode())
+        for v in fields:
+            _feed(h, v)
+        h.update(b")")
     elif isinstance(x, (list, tuple)):
         h.update(f"{type(x).__name__}[{len(x)}](".encode())
         for v in x:
