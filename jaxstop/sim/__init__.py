@@ -10,9 +10,9 @@ policies on one figure. :meth:`CurveTable.from_long` builds a table from a long
 table of records, :meth:`CurveTable.save` / :meth:`CurveTable.load` store it, and
 :func:`cli` is the ``python -m jaxstop simulate`` command line.
 
-Files: ``_run.py`` (the table, the trace, one study, a sharded batch),
-``_many.py`` (chunked, resumable studies), ``_table.py`` (tables from long
-records and files), ``_summary.py`` (regret against budget), ``_plot.py``
+Files: ``_table.py`` (the curve table, its checks, tables from long records
+and files), ``_run.py`` (the trace, one study, a sharded batch), ``_many.py``
+(chunked, resumable studies), ``_summary.py`` (regret against budget), ``_plot.py``
 (the figure) and ``_cli.py`` (the command line).
 
 Example:
@@ -31,14 +31,14 @@ from jaxstop.sim._cli import cli as cli
 from jaxstop.sim._many import run_keys as run_keys
 from jaxstop.sim._many import run_many as run_many
 from jaxstop.sim._plot import plot_regret as plot_regret
-from jaxstop.sim._run import CurveTable as CurveTable
 from jaxstop.sim._run import Trace as Trace
-from jaxstop.sim._run import curve_lengths as curve_lengths
 from jaxstop.sim._run import run as run
 from jaxstop.sim._run import run_batch as run_batch
 from jaxstop.sim._summary import Metrics as Metrics
 from jaxstop.sim._summary import Summary as Summary
 from jaxstop.sim._summary import summarize as summarize
+from jaxstop.sim._table import CurveTable as CurveTable
+from jaxstop.sim._table import curve_lengths as curve_lengths
 
 __all__ = ["CurveTable", "Trace", "run", "run_batch", "run_many", "run_keys", "curve_lengths",
            "Metrics", "Summary", "summarize", "plot_regret", "cli"]

@@ -14,7 +14,7 @@ from jaxstop import data as _data
 from jaxstop import policies
 from jaxstop._src import io as _io
 from jaxstop.sim._many import run_many
-from jaxstop.sim._run import CurveTable
+from jaxstop.sim._table import CurveTable
 from jaxstop.sim._summary import DEFAULT_GRID_POINTS, Summary, summarize
 
 __all__ = ["cli", "build_parser", "POLICIES", "format_summary"]

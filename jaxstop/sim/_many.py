@@ -20,7 +20,8 @@ import numpy as np
 from jaxstop._src import checks as _checks
 from jaxstop._src import io as _io
 from jaxstop.policies import Policy
-from jaxstop.sim._run import CurveTable, Trace, batch_program, check_record, check_run_args, resolve_params
+from jaxstop.sim._run import Trace, batch_program, check_record, check_run_args, resolve_params
+from jaxstop.sim._table import CurveTable
 
 __all__ = ["run_many", "run_keys"]
 

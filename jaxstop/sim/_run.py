@@ -13,118 +13,15 @@ from jaxstop._src import checks as _checks
 from jaxstop._src import batching
 from jaxstop._src.batching import any_in_batch, gated_cond
 from jaxstop.policies import Job, Policy, Result
+from jaxstop.sim._table import CurveTable, check_table, curve_lengths
 
-__all__ = ["RECORDS", "CurveTable", "Trace", "batch_program", "check_record", "check_run_args", "check_table",
-           "curve_lengths", "resolve_params", "run", "run_batch"]
+__all__ = ["RECORDS", "Trace", "batch_program", "check_record", "check_run_args", "resolve_params", "run",
+           "run_batch"]
 
 #: What a :class:`Trace` holds, by the ``record`` argument of the runners: ``"full"`` every
 #: step's job, result and policy info; ``"jobs"`` the same without the infos; ``"final"``
 #: the study's outcome only (the per-step fields are ``None``).
 RECORDS = ("full", "jobs", "final")
-
-
-class CurveTable(NamedTuple):
-    """Real learning curves of a loss to minimise.
-
-    Attributes:
-        values: Loss after each budget unit, shape (num_configs, max_budget);
-            ``values[c, e - 1]`` is the loss of configuration ``c`` after ``e`` epochs.
-        mask: Which entries exist, shape (num_configs, max_budget) bool; each row
-            must be a prefix (a curve of length L has its first L entries valid).
-            ``None`` means all valid.
-        test: Optional held-out loss with the same layout as ``values``.
-        configs: Optional configuration vectors in the unit cube, shape (num_configs, d).
-
-    Built from a long table (one record per configuration and epoch) by
-    :meth:`from_long` or :meth:`from_csv`; written and read back exactly by
-    :meth:`save` and :meth:`load`.
-    """
-
-    values: jax.Array
-    mask: Any = None
-    test: Any = None
-    configs: Any = None
-
-    @classmethod
-    def from_long(cls, config, epoch, value, test=None, *, return_labels: bool = False):
-        """A :class:`CurveTable` from a long table: one record per configuration and epoch.
-
-        The usual CSV / data-frame layout: columns ``config`` (any hashable label: ints,
-        strings, tuples), ``epoch`` (budget units trained, counted from 1) and ``value`` (the
-        loss after that many epochs), optionally ``test``. Records may come in any order.
-        Row ``i`` of the table is the ``i``-th distinct label in order of first appearance.
-        Every configuration must have the epochs ``1 .. L`` exactly once (any ``L`` >= 1:
-        ragged curves); shorter curves are padded with NaN and ``mask`` marks the valid
-        prefix, as :class:`CurveTable` represents them.
-
-        Args:
-            config: Configuration label of every record, length n.
-            epoch: Integer epoch of every record, >= 1, length n.
-            value: Loss of every record, finite, length n.
-            test: Optional test loss of every record, length n.
-            return_labels: Also return the labels of the rows.
-
-        Returns:
-            The table (values in ``value``'s floating dtype); with ``return_labels``,
-            ``(table, labels)``, ``labels[i]`` the label of row ``i``.
-
-        Raises:
-            ValueError / TypeError: Naming the column: lengths differ, an epoch that is not
-                an integer >= 1, a configuration with a repeated or missing epoch, a
-                non-finite loss.
-
-        Example:
-            >>> from jaxstop.sim import CurveTable
-            >>> table, labels = CurveTable.from_long(
-            ...     ["b", "a", "a", "b", "b"], [2, 2, 1, 1, 3], [0.5, 0.375, 0.625, 0.75, 0.25],
-            ...     return_labels=True)
-            >>> labels, table.mask.tolist()
-            (['b', 'a'], [[True, True, True], [True, True, False]])
-            >>> table.values[0].tolist()
-            [0.75, 0.5, 0.25]
-        """
-        from jaxstop.sim._table import from_long
-
-        return from_long(config, epoch, value, test, return_labels=return_labels)
-
-    @classmethod
-    def from_csv(cls, path, *, return_labels: bool = False):
-        """A table from a CSV file of records, read with NumPy (see :meth:`from_long`).
-
-        The file has a header line naming the columns ``config``, ``epoch``, ``value`` and
-        optionally ``test`` (in any order; other columns are ignored), fields separated by
-        commas and not quoted. Configuration labels are read as numbers where the whole
-        column is numeric, else as strings.
-
-        Raises:
-            ValueError: Naming the file, for a file that is not such a table (and the
-                errors of :meth:`from_long`).
-        """
-        from jaxstop.sim._table import read_csv
-
-        return read_csv(path, return_labels=return_labels)
-
-    def save(self, path) -> None:
-        """Writes the table (checked, ``mask`` included) to ``path`` with :func:`jaxstop.save`.
-
-        Example:
-            >>> import os, tempfile, jax.numpy as jnp
-            >>> path = os.path.join(tempfile.mkdtemp(), "table.npz")
-            >>> CurveTable(jnp.array([[0.5, 0.375]])).save(path)
-            >>> CurveTable.load(path).values.tolist()
-            [[0.5, 0.375]]
-        """
-        from jaxstop.sim._table import save_table
-
-        save_table(self, path)
-
-    @classmethod
-    def load(cls, path) -> "CurveTable":
-        """The table :meth:`save` wrote to ``path``, bit for bit (via :func:`jaxstop.load`);
-        ``ValueError`` naming the file for any other file."""
-        from jaxstop.sim._table import load_table
-
-        return load_table(path)
 
 
 class Trace(NamedTuple):
@@ -168,47 +65,6 @@ class Trace(NamedTuple):
     spent: jax.Array
     incumbents: jax.Array
     truncated: jax.Array
-
-
-def curve_lengths(table: CurveTable) -> jax.Array:
-    """Number of valid budget units of every curve, shape (num_configs,) int32."""
-    if table.mask is None:
-        return jnp.full(table.values.shape[:1], table.values.shape[1], jnp.int32)
-    return jnp.sum(table.mask, axis=1).astype(jnp.int32)
-
-
-def check_table(table: CurveTable) -> CurveTable:
-    if not isinstance(table, CurveTable):
-        raise TypeError(f"table must be a jaxstop.sim.CurveTable, got {type(table).__name__}")
-    values = _checks.float_array(table.values, "table.values")
-    _checks.check_rank(values, 2, "table.values", "with shape (num_configs, max_budget)")
-    if values.shape[0] < 1 or values.shape[1] < 1:
-        raise ValueError(f"table.values must be non-empty, got shape {values.shape}")
-    mask = _checks.mask_array(table.mask, values.shape, "table.mask")
-    if _checks.is_concrete(mask):
-        m = np.asarray(mask)
-        lengths = m.sum(axis=1)
-        prefix = np.arange(m.shape[1])[None, :] < lengths[:, None]
-        if not np.array_equal(m, prefix):
-            raise ValueError("table.mask must mark a prefix of every row (curves start at epoch 1 without gaps)")
-        if not np.all(lengths >= 1):
-            raise ValueError("every curve in table.mask must have at least one valid entry")
-    _checks.check_finite_where(values, mask, "table.values")
-    test = table.test
-    if test is not None:
-        test = _checks.float_array(test, "table.test", values.dtype)
-        if test.shape != values.shape:
-            raise ValueError(f"table.test must have shape {values.shape} like table.values, got {test.shape}")
-    configs = table.configs
-    if configs is not None:
-        configs = _checks.float_array(configs, "table.configs")
-        _checks.check_rank(configs, 2, "table.configs", "with shape (num_configs, d)")
-        if configs.shape[0] != values.shape[0]:
-            raise ValueError(
-                f"table.configs must have {values.shape[0]} rows like table.values, got {configs.shape[0]}"
-            )
-        _checks.check_unit_cube(configs, "table.configs")
-    return CurveTable(values, mask, test, configs)
 
 
 #: A policy state larger than this (bytes per study) trains each study's job on its own under

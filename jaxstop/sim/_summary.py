@@ -11,7 +11,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxstop._src import checks as _checks
-from jaxstop.sim._run import CurveTable, Trace, check_table, curve_lengths
+from jaxstop.sim._run import Trace
+from jaxstop.sim._table import CurveTable, check_table, curve_lengths
 
 __all__ = ["Metrics", "Summary", "summarize", "DEFAULT_GRID_POINTS"]
 
