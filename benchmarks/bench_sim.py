@@ -275,7 +275,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sections", default=",".join(SECTIONS), help=f"comma-separated, of {', '.join(SECTIONS)}")
     ap.add_argument("--only", default="", help="policies section: comma-separated policy names (default all)")
-    ap.add_argument("--record", default="full", choices=("full", "jobs", "final"),
+    ap.add_argument("--record", default="full", choices=sim._run.RECORDS,
                     help="policies section: what every call's trace keeps (sim.run's record)")
     ap.add_argument("--scale", type=float, default=1.0, help="multiplies every number of runs")
     ap.add_argument("--quick", action="store_true", help="--scale 0.25 --repeats 1")
