@@ -225,3 +225,151 @@ def test_unsavable_leaf_is_a_type_error_naming_its_path(tmp_path):
     with pytest.raises(TypeError, match=r"\['bad'\].*object"):
         jaxstop.save({"bad": np.array([None], dtype=object)}, tmp_path / "x.npz")
     assert not os.listdir(tmp_path)  # nothing written, no temporary left
+
+
+def assert_same_bits(x, y):
+    """Equal trees, every leaf equal byte for byte (NaN payloads and the sign of zero included)."""
+    lx, tx = jax.tree_util.tree_flatten(x)
+    ly, ty = jax.tree_util.tree_flatten(y)
+    assert tx == ty
+    for a, b in zip(lx, ly):
+        assert a.dtype == b.dtype and a.shape == b.shape, (a.dtype, a.shape, b.dtype, b.shape)
+        if jax.dtypes.issubdtype(a.dtype, jax.dtypes.prng_key):
+            assert str(jax.random.key_impl(a)) == str(jax.random.key_impl(b))
+            a, b = jax.random.key_data(a), jax.random.key_data(b)
+        assert np.ascontiguousarray(a).tobytes() == np.ascontiguousarray(b).tobytes()
+
+
+def compact_tree():
+    """Leaves for every branch of the compact encoding: constants (a NaN with a payload,
+    negative zeros, strings, flags), integers that narrow (to each narrower kind) and that do
+    not, packed flags of a length not a multiple of 8, floats that stay raw, scalars, empty
+    arrays and a typed key."""
+    payload_nan = np.array([0x7FC01234], np.uint32).view(np.float32)[0]
+    return {
+        "nan": np.full((3, 5), payload_nan, np.float32),
+        "neg_zero": np.full(7, -0.0),
+        "zeros_mixed": np.array([0.0, -0.0, 0.0]),  # equal as numbers, not as bits: stays raw
+        "text": np.array(["ab", "ab", "ab"]),
+        "text_mixed": np.array(["ab", "c"]),
+        "ones": np.ones(9, bool),
+        "flags": np.arange(13) % 3 == 0,
+        "to_int8": np.arange(-5, 100, dtype=np.int32).reshape(3, 35),
+        "to_uint8": np.array([0, 255, 7], np.int64),
+        "to_int16": np.array([-300, 200], np.int32),
+        "to_uint16": np.array([0, 65535], np.int32),
+        "to_int32": np.array([-(2**31), 5], np.int64),
+        "to_uint32": np.array([0, 2**32 - 1], np.int64),
+        "wide": np.array([-(2**40), 2**40], np.int64),  # needs all 64 bits: stays raw
+        "u8": np.array([1, 2], np.uint8),  # already the narrowest: stays raw
+        "floats": np.linspace(0.0, 1.0, 11, dtype=np.float32),
+        "complex": np.array([1 + 2j, 3 - 1j]),
+        "scalar": np.asarray(3, np.int32),
+        "empty": np.zeros((0, 4), np.int32),
+        "key": jax.random.key(11),
+    }
+
+
+def test_compact_round_trip_is_bit_exact_and_stores_each_leaf_narrowly(tmp_path):
+    tree = compact_tree()
+    path = tmp_path / "c.npz"
+    jaxstop.save(tree, path, compact=True)
+    back = jaxstop.load(path, like=tree)
+    assert_same_bits(tree, back)
+    # abstract leaves (strings have no JAX type: they stay NumPy)
+    abstract = {k: v if isinstance(v, np.ndarray) and v.dtype.kind == "U" else jax.ShapeDtypeStruct(v.shape, v.dtype)
+                for k, v in tree.items()}
+    assert_same_bits(tree, jax.device_get(jaxstop.load(path, like=abstract)))
+    # how each leaf is stored, read from the archive itself
+    paths = io._paths(tree)[0]
+    with np.load(path) as z:
+        assert int(z["__version__"]) == 3
+        codes = dict(zip(paths, z["__encoding__"].tolist()))
+        stored = {p: z[f"leaf{i}"] for i, p in enumerate(paths) if f"leaf{i}" in z.files}
+    want_kind = {"nan": "const", "neg_zero": "const", "text": "const", "ones": "const", "flags": "bits",
+                 "to_int8": "narrow", "to_uint8": "narrow", "to_int16": "narrow", "to_uint16": "narrow",
+                 "to_int32": "narrow", "to_uint32": "narrow", "zeros_mixed": "raw", "text_mixed": "raw",
+                 "wide": "raw", "u8": "raw", "floats": "raw", "complex": "raw", "scalar": "raw", "empty": "raw",
+                 "key": "raw"}
+    for name, kind in want_kind.items():
+        assert codes[f"['{name}']"].split(" ")[0] == kind, (name, codes[f"['{name}']"])
+    want_dtype = {"to_int8": np.int8, "to_uint8": np.uint8, "to_int16": np.int16, "to_uint16": np.uint16,
+                  "to_int32": np.int32, "to_uint32": np.uint32}
+    for name, dtype in want_dtype.items():
+        assert stored[f"['{name}']"].dtype == dtype, name
+    assert stored["['nan']"].shape == () and stored["['flags']"].shape == (2,)
+    # the plain save of the same tree is version 2 and loads to the same bits
+    plain = tmp_path / "p.npz"
+    jaxstop.save(tree, plain)
+    with np.load(plain) as z:
+        assert int(z["__version__"]) == 2 and "__encoding__" not in z.files
+    assert_same_bits(tree, jaxstop.load(plain, like=tree))
+
+
+def test_compact_trace_is_smaller_and_loads_into_its_abstract_structure(tmp_path):
+    # a simulation trace: small integers, flags and constant columns
+    from jaxstop import policies, sim
+    curves = jnp.asarray(np.random.default_rng(0).uniform(0.2, 0.9, (9, 9)), jnp.float32)
+    table = sim.CurveTable(curves)
+    policy = policies.sh(9, 9, uq=True)
+    traces = sim.run_many(policy, table, jax.random.key(0), 16, progress=False)
+    plain, small = tmp_path / "plain.npz", tmp_path / "small.npz"
+    jaxstop.save(traces, plain)
+    jaxstop.save(traces, small, compact=True)
+    # int32 columns of values below 128 take a quarter of the bytes, flags an eighth, constant
+    # columns one element (the archive's own headers, about the same in both, left out)
+    def data_bytes(path):
+        with np.load(path) as z:
+            return sum(z[k].nbytes for k in z.files if k.startswith("leaf"))
+    assert data_bytes(plain) == sum(np.asarray(x).nbytes for x in jax.tree_util.tree_leaves(traces))
+    assert data_bytes(small) < 0.5 * data_bytes(plain)  # 42% here; 41% for SH+ on the AlexNet table
+    like = jax.eval_shape(lambda: jax.tree_util.tree_map(jnp.asarray, traces))
+    assert_same_bits(traces, jax.device_get(jaxstop.load(small, like=like)))
+    assert io.stored_specs(small) == io.stored_specs(plain)
+
+
+@pytest.mark.parametrize("damage, fragment", [
+    ("unknown", "not one of raw, const, narrow, bits"),
+    ("dtype", "unreadable dtype or shape"),
+    ("shape", "unreadable dtype or shape"),
+    ("object", "not a savable dtype"),
+    ("const_shape", r"not one int32 element"),
+    ("bits_length", r"not 13 booleans packed"),
+    ("narrow_wider", "not a narrower integer array"),
+    ("narrow_range", "values outside the range of uint16"),
+    ("count", "'__encoding__' must hold"),
+])
+def test_malformed_compact_entries_raise_one_clear_value_error(tmp_path, damage, fragment):
+    tree = {"c": np.full(4, 7, np.int32), "f": np.arange(13) % 2 == 0, "n": np.array([1, 2], np.uint16)}
+    path = tmp_path / "c.npz"
+    jaxstop.save(tree, path, compact=True)
+    with np.load(path) as z:
+        entries = {k: z[k] for k in z.files}
+    codes = entries["__encoding__"].tolist()  # leaves in path order: c, f, n
+    if damage == "unknown":
+        codes[0] = "zip <i4 4"
+    elif damage == "dtype":
+        codes[0] = "const <q9 4"
+    elif damage == "shape":
+        codes[0] = "const <i4 4,x"
+    elif damage == "object":
+        codes[0] = "const |O 4"
+    elif damage == "const_shape":
+        entries["leaf0"] = np.full(4, 7, np.int32)
+    elif damage == "bits_length":
+        entries["leaf1"] = entries["leaf1"][:1]
+    elif damage == "narrow_wider":
+        entries["leaf2"] = np.array([1, 2], np.uint32)
+        codes[2] = "narrow <u2 2"
+    elif damage == "narrow_range":
+        entries["leaf2"] = np.array([-1, 2], np.int8)
+        codes[2] = "narrow <u2 2"
+    else:
+        codes = codes[:2]
+    entries["__encoding__"] = np.asarray(codes)
+    bad = tmp_path / "bad.npz"
+    with open(bad, "wb") as f:
+        np.savez(f, **entries)
+    load_error(bad, tree, fragment)
+    with pytest.raises(ValueError, match=fragment):
+        io.stored_specs(bad)

@@ -38,7 +38,8 @@ _DESCRIPTION = """\
 Runs RUNS independent simulated studies of one policy against a table of real
 learning curves (jaxstop.sim.run_many: chunked, sharded over the local devices,
 resumable with --checkpoint), prints a summary and writes the summary and the
-traces to --out with jaxstop.save.
+traces to --out with jaxstop.save (compact=True: small integers and flags
+stored narrowly, restored bit for bit).
 
 Run i uses the key fold_in(key(SEED), i): the results do not depend on
 --chunk-size or on interruptions. Losses are read as fractions (error rates):
@@ -240,7 +241,7 @@ def cli(argv: Sequence[str] | None = None, prog: str | None = "python -m jaxstop
                           chunk_size=args.chunk_size, checkpoint=args.checkpoint, progress=not args.no_progress,
                           record=args.record)
         summary = summarize(traces, table, budget_grid=args.grid_points)
-        _io.save({"summary": summary, "traces": traces}, args.out)
+        _io.save({"summary": summary, "traces": traces}, args.out, compact=True)
     except (ValueError, TypeError) as err:
         print(f"{parser.prog}: error: {err}", file=sys.stderr)
         return 2

@@ -278,15 +278,10 @@ def save_table(table: CurveTable, path: str | os.PathLike) -> None:
 
 def _stored(path) -> dict[str, Any]:
     """Tree path -> ``jax.ShapeDtypeStruct`` of every leaf of a file written by :func:`jaxstop.save`."""
-    name = os.fspath(path)
     try:
-        with np.load(name, allow_pickle=False) as npz:
-            paths = npz["__paths__"].tolist()
-            return {p: jax.ShapeDtypeStruct(npz[f"leaf{i}"].shape, npz[f"leaf{i}"].dtype) for i, p in enumerate(paths)}
-    except (OSError, ValueError, KeyError, AttributeError) as err:
-        if isinstance(err, FileNotFoundError):
-            raise
-        raise ValueError(f"{name} is not a CurveTable saved by CurveTable.save") from err
+        return _io.stored_specs(path)
+    except ValueError as err:
+        raise ValueError(f"{os.fspath(path)} is not a CurveTable saved by CurveTable.save") from err
 
 
 def load_table(path: str | os.PathLike) -> CurveTable:
