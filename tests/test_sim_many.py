@@ -12,6 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+import jaxstop
 from jaxstop import policies, sim
 
 NUM, T = 12, 9
@@ -69,6 +70,20 @@ def test_checkpoint_resumes_bit_identically_and_refuses_other_arguments(tmp_path
     (ckpt / "chunk_000000.npz").write_bytes((ckpt / "chunk_000001.npz").read_bytes())
     swapped = sim.run_many(policy, tab, key, 10, chunk_size=4, checkpoint=ckpt, progress=False)
     assert same(jax.tree_util.tree_map(lambda a: a[:4], swapped), jax.tree_util.tree_map(lambda a: a[4:8], full))
+    # chunk files are compact (format version 3); plain ones (version 2, as written before
+    # the compact encoding) still resume, loaded and not rewritten
+    os.remove(ckpt / "chunk_000000.npz")
+    assert same(sim.run_many(policy, tab, key, 10, chunk_size=4, checkpoint=ckpt, progress=False), full)
+    like = jax.tree_util.tree_map(lambda a: a[:4], full)
+    for c in range(3):
+        path = ckpt / f"chunk_{c:06d}.npz"
+        with np.load(path) as z:
+            assert int(z["__version__"]) == 3 and "__encoding__" in z.files
+        chunk = jaxstop.load(path, like=like)
+        jaxstop.save(chunk, path)
+    stamps = [os.stat(ckpt / f"chunk_{c:06d}.npz").st_mtime_ns for c in range(3)]
+    assert same(sim.run_many(policy, tab, key, 10, chunk_size=4, checkpoint=ckpt, progress=False), full)
+    assert [os.stat(ckpt / f"chunk_{c:06d}.npz").st_mtime_ns for c in range(3)] == stamps
     for other in [dict(key=jax.random.key(1)), dict(num_runs=11), dict(chunk_size=2),
                   dict(policy=policies.sh(NUM, T)), dict(tab=table(2))]:
         args = dict(policy=policy, tab=tab, key=key, num_runs=10, chunk_size=4)

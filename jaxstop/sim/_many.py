@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -30,12 +31,30 @@ _FORMAT = 1
 _DEFAULT_CHUNK = 1024
 
 
+@functools.partial(jax.jit, static_argnums=2)
+def _fold_range(key: jax.Array, start: jax.Array, count: int) -> jax.Array:
+    return jax.vmap(lambda i: jax.random.fold_in(key, i))(start + jnp.arange(count, dtype=jnp.uint32))
+
+
 def run_keys(key: jax.Array, start: int, count: int) -> jax.Array:
     """The keys of runs ``start .. start + count - 1`` of a study: ``fold_in(key, i)``.
 
-    A run's key depends on its index only, never on how the study is chunked.
+    A run's key depends on its index only, never on how the study is chunked. One compiled
+    program per ``count`` (``start`` is an argument of it), so the chunks of a study share it.
+
+    Example:
+        >>> import jax
+        >>> from jaxstop import sim
+        >>> keys = sim.run_keys(jax.random.key(0), 8, 4)
+        >>> bool((jax.random.key_data(keys[1]) == jax.random.key_data(jax.random.fold_in(jax.random.key(0), 9))).all())
+        True
     """
-    return jax.vmap(lambda i: jax.random.fold_in(key, i))(jnp.arange(start, start + count, dtype=jnp.uint32))
+    count = _checks.positive_int(count, "count")
+    start = _checks.positive_int(start, "start", minimum=0)
+    if start > 2**32 - count:
+        raise ValueError(f"runs start .. start + count - 1 must be indices in [0, 2**32), got start={start}, "
+                         f"count={count}")
+    return _fold_range(key, jnp.uint32(start), count)
 
 
 def _feed(h, x) -> None:
@@ -83,9 +102,10 @@ def fingerprint(*args) -> str:
 
 
 def _write_atomic(tree, path: Path) -> None:
-    """Saves ``tree`` to ``path`` so that ``path`` is either absent or complete."""
+    """Saves ``tree`` to ``path`` (compact encoding, bit for bit) so that ``path`` is either
+    absent or complete, and on disk before it appears."""
     tmp = path.with_name(path.stem + ".tmp.npz")
-    _io.save(tree, tmp)
+    _io.save(tree, tmp, compact=True)
     fd = os.open(tmp, os.O_RDONLY)
     try:
         os.fsync(fd)
