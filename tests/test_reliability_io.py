@@ -219,6 +219,8 @@ def test_version_one_files_still_load_with_their_checks(tmp_path):
     # The key implementation was stored in version 1 too: still checked.
     load_error(path, {**tree, "key": jax.random.key(0, impl="rbg")}, "key<rbg> in like")
     load_error(path, {**tree, "flag": jnp.asarray(1.0)}, r"bool\(\) in the file, float")
+    with pytest.raises(ValueError, match="version 1, which stores no tree paths"):
+        io.stored_specs(path)
 
 
 def test_unsavable_leaf_is_a_type_error_naming_its_path(tmp_path):
@@ -326,6 +328,11 @@ def test_compact_trace_is_smaller_and_loads_into_its_abstract_structure(tmp_path
     like = jax.eval_shape(lambda: jax.tree_util.tree_map(jnp.asarray, traces))
     assert_same_bits(traces, jax.device_get(jaxstop.load(small, like=like)))
     assert io.stored_specs(small) == io.stored_specs(plain)
+    # a table saved compact (its mask as bits) loads as a table
+    masked = sim.CurveTable(curves, mask=jnp.arange(9)[None, :] < jnp.arange(1, 10)[:, None])
+    jaxstop.save(masked, tmp_path / "table.npz", compact=True)
+    back = sim.CurveTable.load(tmp_path / "table.npz")
+    assert_same_bits(jax.device_get(tuple(masked)), jax.device_get(tuple(back)))
 
 
 @pytest.mark.parametrize("damage, fragment", [
