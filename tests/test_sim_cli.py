@@ -104,6 +104,11 @@ def test_save_and_load_tables_exactly(tmp_path):
     (tmp_path / "junk.npz").write_bytes(b"junk")
     with pytest.raises(ValueError, match="not a CurveTable"):
         sim.CurveTable.load(tmp_path / "junk.npz")
+    (tmp_path / "a_directory.npz").mkdir()
+    with pytest.raises(ValueError, match="not a CurveTable"):
+        sim.CurveTable.load(tmp_path / "a_directory.npz")
+    with pytest.raises(FileNotFoundError):
+        sim.CurveTable.load(tmp_path / "missing.npz")
 
 
 def test_load_restores_into_shape_dtype_struct_leaves(tmp_path):

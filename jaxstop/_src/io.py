@@ -133,6 +133,10 @@ def save(tree, path: str | os.PathLike, *, compact: bool = False) -> None:
         >>> back = jaxstop.load(path, like=tree)
         >>> bool(jnp.all(back["a"] == tree["a"]))
         True
+        >>> steps = {"round": jnp.array([0, 0, 1, 2], jnp.int32), "done": jnp.zeros(4, bool)}
+        >>> jaxstop.save(steps, path, compact=True)  # int8 and one flag on disk
+        >>> jaxstop.load(path, like=steps)["round"].dtype
+        dtype('int32')
     """
     paths, leaves, _ = _paths(tree)
     arrays = {

@@ -280,7 +280,9 @@ def _stored(path) -> dict[str, Any]:
     """Tree path -> ``jax.ShapeDtypeStruct`` of every leaf of a file written by :func:`jaxstop.save`."""
     try:
         return _io.stored_specs(path)
-    except ValueError as err:
+    except (OSError, ValueError) as err:
+        if isinstance(err, FileNotFoundError):
+            raise
         raise ValueError(f"{os.fspath(path)} is not a CurveTable saved by CurveTable.save") from err
 
 
