@@ -155,6 +155,8 @@ def test_cli_writes_the_traces_of_run_many_and_a_summary(tmp_path):
     assert ref.infos is None
     summary = sim.summarize(ref, table)
     back = jaxstop.load(out, like={"summary": summary, "traces": ref})
+    with np.load(out) as z:  # written compact (format version 3)
+        assert int(z["__version__"]) == 3 and "__encoding__" in z.files
     for a, b in zip(jax.tree_util.tree_leaves(back), jax.tree_util.tree_leaves({"summary": summary, "traces": ref})):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
     # the printed mean final regret is the summary's, in percentage points
