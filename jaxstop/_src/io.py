@@ -92,7 +92,8 @@ def _encode(arr: np.ndarray) -> tuple[np.ndarray, str]:
     arr = np.ascontiguousarray(arr)
     desc = f"{arr.dtype.str} {','.join(map(str, arr.shape))}"
     if _same_bits(arr):
-        return arr.reshape(-1)[0].copy(), f"const {desc}"
+        # a 0-d array, not a NumPy scalar: a scalar would take the native byte order
+        return arr.reshape(-1)[:1].reshape(()).copy(), f"const {desc}"
     if arr.dtype.kind == "b":
         return np.packbits(arr.reshape(-1)), f"bits {desc}"
     if arr.dtype.kind in "iu":
