@@ -245,19 +245,32 @@ def _version(data: dict, name: str) -> int:
     return version
 
 
-def _check_paths(data: dict, paths: list, name: str) -> None:
+def _open(path) -> tuple[str, dict, int, int]:
+    """``(name, entries, format version, number of leaves)`` of the save file at ``path``."""
+    name = os.fspath(path)
+    data = _read(path)
+    version = _version(data, name)
+    return name, data, version, _int_entry(data, "__num_leaves__", name)
+
+
+def _file_paths(data: dict, n: int, name: str) -> list:
+    """The ``n`` tree paths stored in a file of format version 2 or later."""
     file_paths = data.get("__paths__")
-    if file_paths is None or file_paths.shape != (len(paths),) or (paths and file_paths.dtype.kind != "U"):
-        raise ValueError(f"{name} is malformed: '__paths__' must hold {len(paths)} tree paths")
-    for i, (a, b) in enumerate(zip(file_paths.tolist(), paths)):
+    if file_paths is None or file_paths.shape != (n,) or (n and file_paths.dtype.kind != "U"):
+        raise ValueError(f"{name} is malformed: '__paths__' must hold {n} tree paths")
+    return file_paths.tolist()
+
+
+def _check_paths(data: dict, paths: list, name: str) -> None:
+    for i, (a, b) in enumerate(zip(_file_paths(data, len(paths), name), paths)):
         if a != b:
             raise ValueError(f"{name} does not match the structure of like: leaf {i} is {a or 'the root'!r} in the "
                              f"file but {b or 'the root'!r} in like (renamed, reordered or swapped fields)")
 
 
-def _codes(data: dict, n: int, name: str) -> list:
+def _codes(data: dict, n: int, name: str, version: int) -> list:
     """The leaves' encodings (format version 3), ``"raw"`` for each where the file has none."""
-    codes = data.get("__encoding__")
+    codes = data.get("__encoding__") if version >= 3 else None
     if codes is None:
         return ["raw"] * n
     if codes.shape != (n,) or (n and codes.dtype.kind != "U"):
@@ -301,33 +314,45 @@ def _decode(stored: np.ndarray, code: str, label: str, name: str) -> np.ndarray:
     return stored.astype(dtype)
 
 
-def _restore(data: dict, i: int, ref, where: str, name: str, code: str = "raw"):
-    spec = _spec(ref)
-    label = f"leaf {i} ({where})" if where else f"leaf {i}"
+def _label(i: int, where: str) -> str:
+    return f"leaf {i} ({where})" if where else f"leaf {i}"
+
+
+def _file_leaf(data: dict, i: int, label: str, name: str, code: str):
+    """``(leaf, impl)``: leaf ``i`` as the file holds it, a typed PRNG key (``impl`` its
+    implementation's name) or a decoded array (``impl`` ``None``)."""
     key_entry = f"{_KEY_PREFIX}{i}"
     if key_entry in data:
-        if not spec.is_key:
-            raise ValueError(f"{name}: {label} is a typed PRNG key in the file but {spec.dtype}{spec.shape} in like")
         impl = _str_entry(data, key_entry + "_impl", name)
         try:
-            leaf = jax.random.wrap_key_data(jnp.asarray(data[key_entry]), impl=impl)
+            return jax.random.wrap_key_data(jnp.asarray(data[key_entry]), impl=impl), impl
         except (ValueError, TypeError) as err:
             raise ValueError(f"{name}: {label}: cannot restore a PRNG key of implementation {impl!r}: {err}") from err
+    if f"leaf{i}" not in data:
+        raise ValueError(f"{name} is malformed: {label} is missing from the file")
+    return _decode(data[f"leaf{i}"], code, label, name), None
+
+
+def _restore(data: dict, i: int, ref, where: str, name: str, code: str):
+    spec = _spec(ref)
+    label = _label(i, where)
+    leaf, impl = _file_leaf(data, i, label, name, code)
+    if impl is not None:
+        if not spec.is_key:
+            raise ValueError(f"{name}: {label} is a typed PRNG key in the file but {spec.dtype}{spec.shape} in like")
         if leaf.dtype != spec.dtype:
             raise ValueError(f"{name}: {label} is a PRNG key of implementation {impl!r} ({leaf.dtype}) in the file "
                              f"but {spec.dtype} in like")
         if leaf.shape != spec.shape:
             raise ValueError(f"{name}: {label}: key shape {leaf.shape} in the file, {spec.shape} in like")
     else:
-        if f"leaf{i}" not in data:
-            raise ValueError(f"{name} is malformed: {label} is missing from the file")
-        arr = _decode(data[f"leaf{i}"], code, label, name)
         if spec.is_key:
-            raise ValueError(f"{name}: {label} is a typed PRNG key ({spec.dtype}) in like but a {arr.dtype}{arr.shape} "
-                             "array in the file (raw key data: jax.random.wrap_key_data makes it a typed key)")
-        if arr.shape != spec.shape or arr.dtype != spec.dtype:
-            raise ValueError(f"{name}: {label}: {arr.dtype}{arr.shape} in the file, {spec.dtype}{spec.shape} in like")
-        leaf = jnp.asarray(arr) if spec.as_jax else arr
+            raise ValueError(f"{name}: {label} is a typed PRNG key ({spec.dtype}) in like but a "
+                             f"{leaf.dtype}{leaf.shape} array in the file (raw key data: jax.random.wrap_key_data "
+                             "makes it a typed key)")
+        if leaf.shape != spec.shape or leaf.dtype != spec.dtype:
+            raise ValueError(f"{name}: {label}: {leaf.dtype}{leaf.shape} in the file, {spec.dtype}{spec.shape} in like")
+        leaf = jnp.asarray(leaf) if spec.as_jax else leaf
     if spec.sharding is not None:
         leaf = jax.device_put(leaf, spec.sharding)
     return leaf
@@ -340,31 +365,13 @@ def stored_specs(path: str | os.PathLike) -> dict:
     Raises:
         ValueError: Naming the file, for a file :func:`load` would refuse as malformed.
     """
-    name = os.fspath(path)
-    data = _read(path)
-    version = _version(data, name)
-    n = _int_entry(data, "__num_leaves__", name)
+    name, data, version, n = _open(path)
     if version < 2:
         raise ValueError(f"{name} has format version 1, which stores no tree paths")
-    paths = data.get("__paths__")
-    if paths is None or paths.shape != (n,) or (n and paths.dtype.kind != "U"):
-        raise ValueError(f"{name} is malformed: '__paths__' must hold {n} tree paths")
     out = {}
-    for i, (where, code) in enumerate(zip(paths.tolist(), _codes(data, n, name) if version >= 3 else ["raw"] * n)):
-        key_entry = f"{_KEY_PREFIX}{i}"
-        if key_entry in data:
-            impl = _str_entry(data, key_entry + "_impl", name)
-            try:
-                key = jax.random.wrap_key_data(jnp.asarray(data[key_entry]), impl=impl)
-            except (ValueError, TypeError) as err:
-                raise ValueError(f"{name}: leaf {i} ({where}): cannot restore a PRNG key of implementation "
-                                 f"{impl!r}: {err}") from err
-            out[where] = jax.ShapeDtypeStruct(key.shape, key.dtype)
-        elif f"leaf{i}" in data:
-            arr = _decode(data[f"leaf{i}"], code, f"leaf {i} ({where})", name)
-            out[where] = jax.ShapeDtypeStruct(arr.shape, arr.dtype)
-        else:
-            raise ValueError(f"{name} is malformed: leaf {i} ({where}) is missing from the file")
+    for i, (where, code) in enumerate(zip(_file_paths(data, n, name), _codes(data, n, name, version))):
+        leaf, _ = _file_leaf(data, i, _label(i, where), name, code)
+        out[where] = jax.ShapeDtypeStruct(leaf.shape, leaf.dtype)
     return out
 
 
@@ -398,16 +405,13 @@ def load(path: str | os.PathLike, like):
         >>> jaxstop.load(path, like)["w"].tolist()
         [1.0, 1.0]
     """
-    name = os.fspath(path)
     paths, leaves, treedef = _paths(like)
-    data = _read(path)
-    version = _version(data, name)
-    n = _int_entry(data, "__num_leaves__", name)
+    name, data, version, n = _open(path)
     if n != len(leaves):
         raise ValueError(f"{name}: the file has {n} leaves but like has {len(leaves)}")
     if version >= 2:
         _check_paths(data, paths, name)
-    codes = _codes(data, n, name) if version >= 3 else ["raw"] * n
+    codes = _codes(data, n, name, version)
     out = [_restore(data, i, ref, where, name, code)
            for i, (where, ref, code) in enumerate(zip(paths, leaves, codes))]
     return jax.tree_util.tree_unflatten(treedef, out)
