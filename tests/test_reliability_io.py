@@ -413,3 +413,19 @@ def test_compact_round_trip_of_random_trees_is_bit_exact(tmp_path):
             tree[f"l{j}"] = leaf.T if leaf.ndim == 2 and rng.integers(2) else leaf
         jaxstop.save(tree, path, compact=True)
         assert_same_bits(tree, jaxstop.load(path, like=tree))
+
+
+def test_sync_flushes_the_file_before_it_takes_its_name(tmp_path, monkeypatch):
+    # os.fsync is called on the temporary file, before the rename, only when asked
+    tree = make_tree()
+    events = []
+    real_fsync, real_replace = os.fsync, os.replace
+    monkeypatch.setattr(io.os, "fsync", lambda fd: (events.append("fsync"), real_fsync(fd))[1])
+    monkeypatch.setattr(io.os, "replace", lambda a, b: (events.append("replace"), real_replace(a, b))[1])
+    jaxstop.save(tree, tmp_path / "plain.npz")
+    assert events == ["replace"]
+    events.clear()
+    jaxstop.save(tree, tmp_path / "synced.npz", sync=True, compact=True)
+    assert events == ["fsync", "replace"]
+    assert_same_bits(tree, jaxstop.load(tmp_path / "synced.npz", like=tree))
+    assert sorted(os.listdir(tmp_path)) == ["plain.npz", "synced.npz"]

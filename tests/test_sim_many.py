@@ -45,6 +45,24 @@ def test_chunks_are_the_runs_of_their_keys():
     assert len({tuple(r) for r in np.asarray(out.jobs.config).tolist()}) > 1
 
 
+def test_run_keys_are_fold_in_of_each_index_and_refuse_indices_outside_uint32():
+    # oracle: jax.random.fold_in(key, i) called for each index on its own
+    for key in (jax.random.key(3), jax.random.PRNGKey(5), jax.random.key(1, impl="rbg")):
+        data = (lambda k: jax.random.key_data(k) if jnp.issubdtype(k.dtype, jax.dtypes.prng_key) else k)
+        want = np.stack([np.asarray(data(jax.random.fold_in(key, i))) for i in range(7, 12)])
+        np.testing.assert_array_equal(np.asarray(data(sim.run_keys(key, 7, 5))), want)
+    key = jax.random.key(0)
+    last = sim.run_keys(key, 2**32 - 2, 2)  # the last two indices a uint32 holds
+    np.testing.assert_array_equal(jax.random.key_data(last[1]),
+                                  jax.random.key_data(jax.random.fold_in(key, np.uint32(2**32 - 1))))
+    with pytest.raises(ValueError, match="start must be >= 0"):
+        sim.run_keys(key, -1, 3)
+    with pytest.raises(ValueError, match=r"indices in \[0, 2\*\*32\)"):
+        sim.run_keys(key, 2**32 - 2, 3)
+    with pytest.raises(TypeError, match="start must be an int"):
+        sim.run_keys(key, 1.5, 2)
+
+
 def test_checkpoint_resumes_bit_identically_and_refuses_other_arguments(tmp_path, capsys):
     policy = policies.sh(NUM, T, uq=True)
     tab, key = table(1), jax.random.key(0)
@@ -62,7 +80,7 @@ def test_checkpoint_resumes_bit_identically_and_refuses_other_arguments(tmp_path
     # interrupted after the first chunk, with a half-written file left behind
     os.remove(ckpt / "chunk_000001.npz")
     os.remove(ckpt / "chunk_000002.npz")
-    (ckpt / "chunk_000001.tmp.npz").write_bytes(b"partial")
+    (ckpt / "chunk_000001.npz.4242.0123abcd.tmp").write_bytes(b"partial")  # a save's temporary name
     resumed = sim.run_many(policy, tab, key, 10, chunk_size=4, checkpoint=ckpt, progress=False)
     assert same(resumed, full)
     # stored chunks are loaded, not recomputed: chunk 1's file put in place of chunk 0's

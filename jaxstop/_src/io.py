@@ -103,7 +103,7 @@ def _encode(arr: np.ndarray) -> tuple[np.ndarray, str]:
     return arr, "raw"
 
 
-def save(tree, path: str | os.PathLike, *, compact: bool = False) -> None:
+def save(tree, path: str | os.PathLike, *, compact: bool = False, sync: bool = False) -> None:
     """Saves ``tree`` (a pytree of arrays) to an ``.npz`` file, bit for bit.
 
     Stores every leaf, the leaves' tree paths (so :func:`load` can refuse a different
@@ -121,6 +121,9 @@ def save(tree, path: str | os.PathLike, *, compact: bool = False) -> None:
         tree: A pytree of arrays (NumPy or JAX, typed PRNG keys included).
         path: The file to write (replaced if it exists).
         compact: Store the leaves in the compact encoding described above.
+        sync: Flush the file to disk (``os.fsync``) before it takes its name, so that
+            ``path`` is complete or absent after a crash of the machine too, not only of
+            the process.
 
     Raises:
         TypeError: A leaf that is not an array of numbers, booleans or strings (an
@@ -168,6 +171,9 @@ def save(tree, path: str | os.PathLike, *, compact: bool = False) -> None:
     try:
         with open(tmp, "xb") as f:
             np.savez(f, **arrays)
+            if sync:  # on disk before it appears under its name
+                f.flush()
+                os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):

@@ -104,14 +104,7 @@ def fingerprint(*args) -> str:
 def _write_atomic(tree, path: Path) -> None:
     """Saves ``tree`` to ``path`` (compact encoding, bit for bit) so that ``path`` is either
     absent or complete, and on disk before it appears."""
-    tmp = path.with_name(path.stem + ".tmp.npz")
-    _io.save(tree, tmp, compact=True)
-    fd = os.open(tmp, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
+    _io.save(tree, path, compact=True, sync=True)
 
 
 def _manifest(directory: Path, digest: str, num_runs: int, chunk_size: int) -> None:
