@@ -79,7 +79,7 @@ def main(argv=None):
         trace = next(Path(tmp).rglob("*.trace.json.gz"))
         events = json.load(gzip.open(trace))["traceEvents"]
 
-    scale = 1e0 / (args.repeats * args.runs)  # us per study
+    scale = 1.0 / (args.repeats * args.runs)  # the trace counts microseconds: us per study
     time_of = collections.Counter()
     count = collections.Counter()
     for e in events:
