@@ -97,6 +97,27 @@ def test_abstract_target_from_eval_shape(saved):
     load_error(path, bad, "threefry2x32", "key<rbg> in like")
 
 
+@pytest.mark.parametrize("compact", [False, True])
+def test_64_bit_leaves_are_not_narrowed_into_jax_arrays_without_x64(tmp_path, compact):
+    # values a 32-bit type cannot hold: 2**40 (int32 wraps it to 0), 1e-300 (float32: 0.0)
+    tree = {"a": np.array([2**40, 1], np.int64), "f": np.array([1e-300, 2.0])}
+    path = tmp_path / "wide.npz"
+    jaxstop.save(tree, path, compact=compact)
+    with jax.enable_x64(False):
+        like = {"a": jax.ShapeDtypeStruct((2,), np.int64), "f": jax.ShapeDtypeStruct((2,), np.float64)}
+        with pytest.raises(ValueError, match=r"leaf 0 \(\['a'\]\) is int64 in the file and in like.*"
+                                             r"jax_enable_x64"):
+            jaxstop.load(path, like)
+        # a NumPy array in like restores the leaf exactly, whatever JAX's dtypes
+        back = jaxstop.load(path, {"a": np.zeros(2, np.int64), "f": np.zeros(2)})
+        for k in tree:
+            assert back[k].dtype == tree[k].dtype and back[k].tobytes() == tree[k].tobytes()
+    # with x64 on (the test session's setting) the abstract leaves restore as jax.Arrays, exactly
+    back = jaxstop.load(path, {"a": jax.ShapeDtypeStruct((2,), np.int64), "f": jax.ShapeDtypeStruct((2,), np.float64)})
+    assert np.asarray(back["a"]).tobytes() == tree["a"].tobytes()
+    assert np.asarray(back["f"]).tobytes() == tree["f"].tobytes()
+
+
 @pytest.mark.parametrize("damage", ["empty", "half", "tail", "crc", "header", "text", "single_npy", "object",
                                     "foreign", "missing_leaf", "newer", "bad_count", "bad_paths"])
 def test_every_malformed_file_raises_one_clear_value_error(saved, tmp_path, damage):

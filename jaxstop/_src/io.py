@@ -358,7 +358,15 @@ def _restore(data: dict, i: int, ref, where: str, name: str, code: str):
                              "makes it a typed key)")
         if leaf.shape != spec.shape or leaf.dtype != spec.dtype:
             raise ValueError(f"{name}: {label}: {leaf.dtype}{leaf.shape} in the file, {spec.dtype}{spec.shape} in like")
-        leaf = jnp.asarray(leaf) if spec.as_jax else leaf
+        if spec.as_jax:
+            if jax.dtypes.canonicalize_dtype(leaf.dtype) != leaf.dtype:
+                # jnp.asarray would narrow it (int64 -> int32, float64 -> float32) and change values
+                raise ValueError(f"{name}: {label} is {leaf.dtype} in the file and in like, but JAX holds no "
+                                 f"{leaf.dtype} arrays unless jax_enable_x64 is set (it would become "
+                                 f"{jax.dtypes.canonicalize_dtype(leaf.dtype)}); enable it "
+                                 "(jax.config.update('jax_enable_x64', True)) or pass a NumPy array for this "
+                                 "leaf in like")
+            leaf = jnp.asarray(leaf)
     if spec.sharding is not None:
         leaf = jax.device_put(leaf, spec.sharding)
     return leaf
@@ -400,7 +408,9 @@ def load(path: str | os.PathLike, like):
             well-formed save file (empty, truncated, corrupted, a foreign ``.npz``, a
             newer format version) and for every mismatch with ``like``: the number of
             leaves, a tree path (fields renamed, reordered or swapped), a shape, a dtype,
-            a typed PRNG key against an array or a key of another implementation.
+            a typed PRNG key against an array or a key of another implementation, and a
+            64-bit leaf to restore as a ``jax.Array`` while ``jax_enable_x64`` is off (JAX
+            would narrow it to 32 bits).
         OSError: The file cannot be opened (e.g. ``FileNotFoundError``).
 
     Example:
