@@ -77,6 +77,25 @@ def test_from_long_rejects_tables_it_cannot_represent():
         sim.CurveTable.from_long(["a"], [1, 2], [0.5, 0.4])
     with pytest.raises(ValueError, match="table.values has 1 non-finite"):
         sim.CurveTable.from_long(["a", "a"], [1, 2], [0.5, np.nan])
+    # test losses are checked as the values are (a NaN there made every test regret NaN)
+    with pytest.raises(ValueError, match="table.test has 1 non-finite"):
+        sim.CurveTable.from_long(["a", "a"], [1, 2], [0.5, 0.4], [0.3, np.nan])
+    tab = sim.CurveTable(jnp.array([[0.9, 0.5], [0.8, 0.3]]), test=jnp.array([[0.9, jnp.inf], [0.8, 0.3]]))
+    with pytest.raises(ValueError, match="table.test has 1 non-finite"):
+        sim.run(policies.random_search(2, max_budget=2), tab, jax.random.key(0))
+    # epochs beyond any valid table are named as given, not as a cast to int64 wrapped them
+    for epoch, shown in ((np.array([2**63 + 1], np.uint64), "9223372036854775809"), ([1e20], "1" + "0" * 20)):
+        with pytest.raises(ValueError, match=rf"epoch {shown} is beyond the number of records \(1\)"):
+            sim.CurveTable.from_long(["a"], epoch, [0.5])
+
+
+def test_csv_labels_may_begin_with_a_hash(tmp_path):
+    # NumPy's reader takes "#" for the start of a comment and dropped such records
+    path = tmp_path / "t.csv"
+    path.write_text("config,epoch,value\n#1,1,0.1\nb,1,0.5\n#1,2,0.05\n")
+    table, labels = sim.CurveTable.from_csv(path, return_labels=True)
+    assert list(labels) == ["#1", "b"]
+    np.testing.assert_array_equal(np.asarray(table.values), [[0.1, 0.05], [0.5, np.nan]])
 
 
 def test_save_and_load_tables_exactly(tmp_path):

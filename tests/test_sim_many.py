@@ -61,6 +61,11 @@ def test_run_keys_are_fold_in_of_each_index_and_refuse_indices_outside_uint32():
         sim.run_keys(key, 2**32 - 2, 3)
     with pytest.raises(TypeError, match="start must be an int"):
         sim.run_keys(key, 1.5, 2)
+    # the key is checked as run / run_many check it, naming the argument
+    with pytest.raises(TypeError, match="key must be a PRNG key: pass jax.random.key"):
+        sim.run_keys(0, 0, 2)
+    with pytest.raises(TypeError, match="key must be one PRNG key"):
+        sim.run_keys(jax.random.split(key, 2), 0, 2)
 
 
 def test_checkpoint_resumes_bit_identically_and_refuses_other_arguments(tmp_path, capsys):

@@ -135,6 +135,29 @@ def test_one_trace_float32_and_no_test_values():
     np.testing.assert_allclose(np.asarray(s.studies.regret), per["regret"], atol=np.finfo(np.float32).eps)
 
 
+def test_a_float32_run_summarised_with_its_float64_table_sees_the_losses_it_ran_on():
+    # two configurations whose final losses differ below float32's resolution: in float32
+    # they tie, and a study returning either returned the best (regret 0, not -1.5e-9)
+    v = np.array([[0.9, 0.1 + 3e-9], [0.8, 0.1]])
+    assert np.float32(v[0, 1]) == np.float32(v[1, 1]) and v[0, 1] > v[1, 1]
+    wide = sim.CurveTable(jnp.asarray(v))
+    runs = sim.run_many(policies.random_search(2, max_budget=2), sim.CurveTable(jnp.asarray(v, jnp.float32)),
+                        jax.random.key(0), 4, progress=False)
+    s = sim.summarize(runs, wide)
+    assert s.studies.final_regret.dtype == jnp.float64
+    np.testing.assert_array_equal(np.asarray(s.studies.final_regret), 0.0)
+    np.testing.assert_array_equal(np.asarray(s.studies.incumbent_regret)[:, -1], 0.0)
+    # and every metric equals the oracle's on the table rounded to float32 (the losses the
+    # studies saw), in float64: the same subtractions of the same entries, exactly
+    table, lengths = ragged_table(3)
+    narrow = sim.CurveTable(*(None if a is None else jnp.asarray(a, jnp.float32) if a.dtype == jnp.float64 else a
+                              for a in table))
+    runs = sim.run_many(policies.sh(NUM, T, eta=3), narrow, jax.random.key(2), 6, progress=False)
+    seen = sim.CurveTable(*(None if a is None else jnp.asarray(a, jnp.float32).astype(jnp.float64)
+                            if a.dtype == jnp.float64 else a for a in table))
+    check(sim.summarize(runs, table, budget_grid=GRID), runs, seen, lengths, GRID)
+
+
 def test_summary_is_a_pytree_saved_and_loaded_into_its_eval_shape(studies, tmp_path):
     table, _, traces = studies
     s = sim.summarize(traces["sh"], table, budget_grid=GRID)

@@ -159,8 +159,11 @@ def check_finite_where(y, mask, name: str) -> None:
     mm = np.broadcast_to(np.asarray(mask), yy.shape)
     bad = mm & ~np.isfinite(yy)
     if bad.any():
+        # float32 input may have been float64 data beyond float32's range, made inf on conversion
+        hint = (" (NaN or inf; in float32, JAX's float dtype unless jax_enable_x64 is set, a value beyond "
+                "about 3.4e38 is inf too)" if yy.dtype == np.float32 else "")
         raise ValueError(
-            f"{name} has {int(bad.sum())} non-finite value(s) where the mask marks it valid; "
+            f"{name} has {int(bad.sum())} non-finite value(s) where the mask marks it valid{hint}; "
             "mask them out (mask=False) or remove them"
         )
 

@@ -41,6 +41,8 @@ def run_keys(key: jax.Array, start: int, count: int) -> jax.Array:
 
     A run's key depends on its index only, never on how the study is chunked. One compiled
     program per ``count`` (``start`` is an argument of it), so the chunks of a study share it.
+    ``key`` is one PRNG key (``TypeError`` otherwise); ``start`` and ``count`` are ints with
+    ``start >= 0``, ``count >= 1`` and ``start + count <= 2**32`` (``ValueError`` otherwise).
 
     Example:
         >>> import jax
@@ -49,6 +51,7 @@ def run_keys(key: jax.Array, start: int, count: int) -> jax.Array:
         >>> bool((jax.random.key_data(keys[1]) == jax.random.key_data(jax.random.fold_in(jax.random.key(0), 9))).all())
         True
     """
+    _checks.check_key(key)
     count = _checks.positive_int(count, "count")
     start = _checks.positive_int(start, "start", minimum=0)
     if start > 2**32 - count:

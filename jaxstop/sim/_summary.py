@@ -275,7 +275,9 @@ def summarize(trace: Trace, table: CurveTable, *, budget_grid: Any = None,
 
     Returns:
         A :class:`Summary` of arrays in the table's floating dtype (budgets and steps of
-        ``studies`` int32, ``terminated`` bool).
+        ``studies`` int32, ``terminated`` bool). Studies run in a narrower dtype than the
+        table's (a float32 run of a float64 table) are measured against the table's losses
+        rounded to that dtype, the losses they saw.
 
     Example:
         >>> import jax, jax.numpy as jnp
@@ -290,11 +292,24 @@ def summarize(trace: Trace, table: CurveTable, *, budget_grid: Any = None,
         (0.0, 1.0)
     """
     table = check_table(table)
-    values = table.values
     f = _fields(trace)
     _check_same_table(f, table)
+    values, test = _as_run(table, f["value"].dtype)
     levels = _check_levels(quantiles)
     grid = _check_grid(budget_grid, values.dtype)
     num_grid = grid if isinstance(grid, int) else grid.shape[0]
-    return _summarize(f, values, curve_lengths(table), table.test, None if isinstance(grid, int) else grid,
+    return _summarize(f, values, curve_lengths(table), test, None if isinstance(grid, int) else grid,
                       levels, num_grid)
+
+
+def _as_run(table: CurveTable, run_dtype):
+    """The table's losses (values, test) as studies that ran in ``run_dtype`` saw them, in the
+    table's dtype: rounded to ``run_dtype`` first where it is the narrower. Every regret is then
+    a difference of losses of one precision (a float32 run summarised with its float64 table
+    gets 0, not a rounding error of either sign, for a study that returned the best)."""
+    values, test = table.values, table.test
+    run_dtype = jnp.dtype(run_dtype)
+    if not jnp.issubdtype(run_dtype, jnp.floating) or run_dtype.itemsize >= values.dtype.itemsize:
+        return values, test
+    narrow = lambda a: None if a is None else a.astype(run_dtype).astype(a.dtype)  # noqa: E731
+    return narrow(values), narrow(test)

@@ -141,6 +141,7 @@ def check_table(table: CurveTable) -> CurveTable:
         test = _checks.float_array(test, "table.test", values.dtype)
         if test.shape != values.shape:
             raise ValueError(f"table.test must have shape {values.shape} like table.values, got {test.shape}")
+        _checks.check_finite_where(test, mask, "table.test")
     configs = table.configs
     if configs is not None:
         configs = _checks.float_array(configs, "table.configs")
@@ -207,10 +208,14 @@ def from_long(config, epoch, value, test=None, *, return_labels: bool = False):
             raise ValueError("epoch must hold whole numbers (budget units trained, counted from 1)")
     elif epoch.dtype.kind not in "iu":
         raise TypeError(f"epoch must hold integers, got dtype {epoch.dtype}")
-    epoch = epoch.astype(np.int64)
+    # the range checked in the column's own dtype, before the cast could wrap a value around
     if epoch.min() < 1:
         raise ValueError(f"epoch must be >= 1 (the loss after that many budget units); got {int(epoch.min())}: "
                          "add 1 to epochs counted from 0")
+    if epoch.max() > n:
+        raise ValueError(f"epoch {int(epoch.max())} is beyond the number of records ({n}): every curve must have "
+                         "the epochs 1 .. L without gaps")
+    epoch = epoch.astype(np.int64)
     codes, labels = _codes(config)
     if codes.shape[0] != n:
         raise ValueError(f"config must have one entry per record ({n}), got {codes.shape[0]}")
@@ -247,7 +252,8 @@ def from_long(config, epoch, value, test=None, *, return_labels: bool = False):
 def read_csv(path: str | os.PathLike, *, return_labels: bool = False):
     """A :class:`CurveTable` from a CSV file with a header and the columns ``config``,
     ``epoch``, ``value`` and optionally ``test`` (any order; other columns are ignored),
-    read with NumPy; see :func:`from_long`. Fields are separated by commas and not quoted."""
+    read with NumPy; see :func:`from_long`. Fields are separated by commas and not quoted; every
+    line after the header is a record (no comment lines: a label may begin with ``#``)."""
     name = os.fspath(path)
     try:
         with open(name, encoding="utf-8") as f:
@@ -258,7 +264,9 @@ def read_csv(path: str | os.PathLike, *, return_labels: bool = False):
         raise ValueError(f"{name} is not a CSV table: it needs a header line (config,epoch,value) and at least "
                          "one record")
     try:
-        data = np.genfromtxt(name, delimiter=",", names=True, dtype=None, encoding="utf-8", autostrip=True)
+        # comments=None: a label may begin with "#" (NumPy would drop the record as a comment)
+        data = np.genfromtxt(name, delimiter=",", names=True, dtype=None, encoding="utf-8", autostrip=True,
+                             comments=None)
     except (ValueError, IndexError) as err:
         raise ValueError(f"{name} is not a readable CSV table: {err}") from err
     columns = data.dtype.names or ()
