@@ -498,6 +498,24 @@ def test_window_std_of_huge_float32_losses_is_finite():
     np.testing.assert_allclose(float(prof.sigma[0, 3]), want, rtol=1e-6)
 
 
+def test_window_epochs_beyond_int32_are_clipped_inside_jit_not_wrapped():
+    # the docstring: epochs outside [0, max_epochs] are clipped inside jit; an int64 2**40 cast
+    # to int32 first was 0 (no losses). Oracle: NumPy's std of the last 3 losses of the row.
+    losses = np.arange(32.0).reshape(4, 8) ** 1.5
+    epochs = np.array([2**40, 2**31, -(2**40), 5], np.int64)
+    want = [np.std(losses[0, 5:8], ddof=1), np.std(losses[1, 5:8], ddof=1), 0.0, np.std(losses[3, 2:5], ddof=1)]
+    got = jax.jit(confidence.window_std, static_argnums=2)(losses, epochs, 3)
+    # two-pass std of three values near 10-180: a few roundings of float64
+    np.testing.assert_allclose(np.asarray(got), want, rtol=1e-13)
+    delta = jax.jit(confidence.window_delta_sigma, static_argnums=2)(losses, epochs, 3)
+    prev = [np.std(losses[0, 4:7], ddof=1), np.std(losses[1, 4:7], ddof=1), 0.0, np.std(losses[3, 1:4], ddof=1)]
+    np.testing.assert_allclose(np.asarray(delta)[[0, 1, 3]], (np.array(prev) - np.array(want))[[0, 1, 3]],
+                               rtol=1e-12, atol=1e-12)
+    # eager, the same epochs are refused, naming the first one out of range
+    with pytest.raises(ValueError, match=r"epochs\[0\] = 1099511627776"):
+        confidence.window_std(losses, epochs, 3)
+
+
 def test_argument_errors_name_the_argument():
     """Non-numeric values, a bad max_bytes, an empty batch and a bad entry of a batch."""
     for bad in (None, "abc", [[1.0], [1.0, 2.0]]):

@@ -135,7 +135,8 @@ def prepare_window(losses, epochs, window, ddof):
     if isinstance(epochs, jax.core.Tracer):
         ep = epochs
     else:
-        ep = jnp.asarray(epochs)
+        # checked on the host first: jnp.asarray would wrap int64 values beyond int32 without x64
+        ep = np.asarray(epochs)
     if not jnp.issubdtype(ep.dtype, jnp.integer):
         raise TypeError(f"epochs must be an integer array, got dtype {ep.dtype}")
     if ep.shape != losses.shape[:1]:
@@ -153,5 +154,8 @@ def prepare_window(losses, epochs, window, ddof):
                 f"epochs must lie in [0, {losses.shape[1]}] (the max_epochs of losses), "
                 f"got epochs[{i}] = {e[i]}"
             )
+    else:
+        # clipped in its own dtype: a cast to int32 first would wrap an int64 beyond 2**31 around
+        ep = jnp.clip(ep, 0, losses.shape[1])
     dtype = jnp.result_type(losses, 1.0)
     return losses.astype(dtype), ep.astype(jnp.int32), int(window), int(ddof)
