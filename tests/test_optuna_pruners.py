@@ -24,10 +24,12 @@ import pytest
 from optuna.trial import TrialState
 
 from _compiles import count_compilations
+import jaxstop
 from jaxstop import bos, confidence
 from jaxstop.data import alexnet_curves
 from jaxstop.integrations.optuna import BOSPruner
 from jaxstop.integrations.optuna import UQSuccessiveHalvingPruner
+from jaxstop.integrations.optuna._uq_pruner import plain_promotable
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
@@ -86,6 +88,50 @@ def test_nan_at_a_rung_is_pruned_as_optuna_does():
         assert (study.trials[4].state, study.trials[4].last_step) == (TrialState.PRUNED, 2)
         runs.append(outcome(study))
     assert runs[0] == runs[1]
+
+
+def _scaled_study(pruner, scale, inf_trial=None, n_trials=9):
+    """A study replaying the AlexNet curves times ``scale``; ``inf_trial`` reports inf at every step."""
+    def objective(trial):
+        c = trial.suggest_int("curve", 0, CURVES.shape[0] - 1)
+        for step, v in enumerate(CURVES[c]):
+            trial.report(math.inf if trial.number == inf_trial else float(scale * v), step)
+            if trial.should_prune():
+                raise optuna.TrialPruned()
+        return float(scale * CURVES[c][-1])
+
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=3), pruner=pruner)
+    study.optimize(objective, n_trials=n_trials)
+    return study
+
+
+def test_uq_fallbacks_say_why_and_decide_by_the_plain_rule():
+    # a member whose rung value is inf: "not_finite" (it has no finite value either, and the
+    # inf is the reason); the decision is the plain rule's on the same rung values
+    pruner = UQSuccessiveHalvingPruner(min_resource=2, reduction_factor=3)
+    study = _scaled_study(pruner, 1.0, inf_trial=0)
+    with_inf = [d for d in pruner.decisions if 0 in d.members and d.rung == 0]
+    assert len(with_inf) >= 5
+    for d in with_inf:
+        assert (d.uq, d.fallback, d.reason) == (False, "not_finite", 0)
+    # finite values beyond float32's range (x64 off: the pruner computes in float32) are not
+    # cast to inf: the keep count's status says the dtype cannot represent the problem
+    with jax.enable_x64(False):
+        pruner = UQSuccessiveHalvingPruner(min_resource=2, reduction_factor=3)
+        study = _scaled_study(pruner, 1e39)
+    decided = [d for d in pruner.decisions if d.fallback == "status"]
+    assert len(decided) >= 5
+    assert all(d.reason == int(jaxstop.Reason.UNREPRESENTABLE) and not d.uq for d in decided)
+    values = {t.number: t.intermediate_values for t in study.trials}
+    for d in decided:
+        rung_values = np.array([values[m][min(s for s in values[m] if s >= d.step)] for m in d.members])
+        assert d.promoted == plain_promotable(rung_values, 3)
+    assert not any(d.uq for d in pruner.decisions)
+    # the same values in float64 are usable: the UQ rule decides (except where a member's
+    # constant curve puts its sigma at the absolute floor min_sigma, below the spacing of 1e39)
+    pruner = UQSuccessiveHalvingPruner(min_resource=2, reduction_factor=3)
+    _scaled_study(pruner, 1e39)
+    assert sum(d.uq for d in pruner.decisions) >= 5
 
 
 # ------------------------------------------------------------------------------------------

@@ -306,6 +306,16 @@ def test_bad_use_gives_clear_errors():
         RegretBoundTerminator(threshold=0.1).evaluate(inf)
     with pytest.raises(ValueError, match="incumbent, trial 0, has no cross-validation scores"):
         RegretBoundTerminator().evaluate(inf, inf.trials[:1])
+    # finite values beyond float32's range, with x64 off: named as given, not as the inf a
+    # float32 cast made of them; with x64 on the same study gives a bound
+    huge = optuna.create_study(study_name="huge", sampler=optuna.samplers.RandomSampler(seed=0))
+    values = iter([1e39, 2e39, 3e39, 4e39])
+    huge.optimize(lambda t: (t.suggest_float("x", 0, 1), next(values))[1], n_trials=4)
+    with jax.enable_x64(False):
+        with pytest.raises(ValueError, match=r"'huge': trial\(s\) \[0, 1, 2, 3\] have objective values beyond the "
+                                             r"range of float32.*e\.g\. 1e\+39"):
+            RegretBoundTerminator(threshold=0.1, min_n_trials=1).evaluate(huge)
+    assert np.isfinite(RegretBoundTerminator(threshold=0.1, min_n_trials=1).evaluate(huge).bound)
     inf.add_trial(optuna.trial.create_trial(params={"x": 0.5}, distributions=inf.trials[0].distributions,
                                             value=-1.0, user_attrs={CV_SCORES_KEY: [0.1, float("nan")]}))
     with pytest.raises(ValueError, match=r"scores of the incumbent, trial 3, must be at least 2 finite"):

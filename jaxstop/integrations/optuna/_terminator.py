@@ -339,8 +339,9 @@ class RegretBoundTerminator:
             trials: Use these trials instead of the study's (e.g. a prefix, for a plot).
 
         Raises:
-            ValueError: A multi-objective study, no COMPLETE trial, a non-finite value,
-                or (with ``threshold=None``) an incumbent without fold scores; each names
+            ValueError: A multi-objective study, no COMPLETE trial, a non-finite value, a
+                value beyond the range of JAX's float dtype (float32 unless ``jax_enable_x64``
+                is set), or (with ``threshold=None``) an incumbent without fold scores; each names
                 the study.
         """
         check_single_objective(study)
@@ -366,6 +367,13 @@ class RegretBoundTerminator:
         if d == 0:
             raise ValueError(f"study {name!r} has no parameters: the regret bound needs a search space")
         dt = jnp.result_type(float)
+        big = float(np.finfo(dt).max)
+        over = [t.number for t, v in zip(rows, values) if abs(v) > big]
+        if over:
+            raise ValueError(f"study {name!r}: trial(s) {over[:10]} have objective values beyond the range of "
+                             f"{np.dtype(dt).name}, JAX's float dtype here (|value| <= {big:.4g}), e.g. "
+                             f"{float(values[[t.number for t in rows].index(over[0])])}; rescale the objective "
+                             "or enable float64 (jax.config.update('jax_enable_x64', True))")
         n_cap = _space.capacity(n, self.min_capacity)
         d_cap = _space.capacity(d, 4)
         X = np.zeros((n_cap, d_cap))

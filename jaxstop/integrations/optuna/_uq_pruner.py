@@ -13,6 +13,7 @@ from optuna.trial import FrozenTrial
 
 from jaxstop import confidence
 from jaxstop._src import checks
+from jaxstop._src.status import Reason
 from jaxstop.integrations.optuna._pruners import check_study, first_step_at, float_dtype, values_upto
 
 __all__ = ["RungDecision", "UQSuccessiveHalvingPruner", "plain_promotable"]
@@ -24,7 +25,7 @@ _MIN_CAPACITY = 32
 # Why a UQ decision used the plain rule instead (RungDecision.fallback).
 FALLBACK_NONE = ""
 FALLBACK_FEW_VALUES = "few_values"  # a member has too few values up to the rung for sigma / delta
-FALLBACK_NOT_FINITE = "not_finite"  # a member's value at the rung is inf
+FALLBACK_NOT_FINITE = "not_finite"  # a member's value at the rung is inf (checked first)
 FALLBACK_STATUS = "status"  # keep_count's result is not ok (RungDecision.reason says why)
 
 
@@ -67,6 +68,12 @@ def plain_promotable(losses: np.ndarray, eta: int) -> bool:
     """
     idx = max(len(losses) // eta - 1, 0)
     return bool(losses[-1] <= np.sort(losses)[idx])
+
+
+def _representable(arrays, dtype) -> bool:
+    """Whether every finite value of ``arrays`` (float64) stays finite cast to ``dtype``."""
+    big = float(np.finfo(dtype).max)
+    return all(bool(np.all(~np.isfinite(a) | (np.abs(a) <= big))) for a in arrays)
 
 
 def _check_int(value, name: str, minimum: int) -> int:
@@ -112,10 +119,12 @@ class UQSuccessiveHalvingPruner(optuna.pruners.BasePruner):
     on, and the decision needs no extra budget.
 
     The plain rule stands in for a UQ decision (:attr:`RungDecision.fallback`) when a
-    member has fewer values up to the rung than the estimates need (2 for ``sigma``, 3
-    with the window ``delta_sigma``; e.g. the first rung with ``min_resource=1`` and steps
-    from 0), a member's rung value is inf, or the keep count is not ``ok`` (e.g. a
-    problem float32 cannot represent). A NaN value at the rung prunes the trial (as
+    member's rung value is inf (``"not_finite"``), a member has fewer values up to the rung
+    than the estimates need (``"few_values"``: 2 for ``sigma``, 3 with the window
+    ``delta_sigma``; e.g. the first rung with ``min_resource=1`` and steps from 0), or the
+    keep count is not ``ok`` (``"status"``, with its :class:`jaxstop.Reason`: e.g. a problem
+    float32 cannot represent, including finite values beyond its range, such as 1e39,
+    which are not cast to inf: ``UNREPRESENTABLE``). A NaN value at the rung prunes the trial (as
     Optuna does), and with at most ``bootstrap_count`` values at the rung every trial is
     pruned (as Optuna's ``bootstrap_count``). The window statistics assume one report
     per step; with sparser reports ``delta_sigma`` is per report.
@@ -238,12 +247,18 @@ class UQSuccessiveHalvingPruner(optuna.pruners.BasePruner):
         need = 2 if self._delta is not None else 3
         counts = [int(np.sum(np.isfinite(c))) for c in curves]
         fallback = FALLBACK_NONE
-        if min(counts) < need:
-            fallback = FALLBACK_FEW_VALUES
-        elif not np.all(np.isfinite(losses)):
+        # an inf rung value first: such a member has no finite value either, and that is why
+        if not np.all(np.isfinite(losses)):
             fallback = FALLBACK_NOT_FINITE
+        elif min(counts) < need:
+            fallback = FALLBACK_FEW_VALUES
         if fallback:
             return record(plain_promotable(losses, self._eta), False, plain_k, fallback)
+        if not _representable([losses] + curves, float_dtype()):
+            # finite values beyond the working dtype's range (e.g. 1e39 in float32) would turn
+            # into inf in the cast: the problem as given cannot be computed in that dtype
+            return record(plain_promotable(losses, self._eta), False, plain_k, FALLBACK_STATUS,
+                          int(Reason.UNREPRESENTABLE))
         budget = plain_k * (self.rung_step(rung + 1) - step_r)
         res = self._keep_count(losses, [sign * c for c in curves], budget)
         if not bool(res.ok):
