@@ -21,11 +21,13 @@ class CurveTable(NamedTuple):
 
     Attributes:
         values: Loss after each budget unit, shape (num_configs, max_budget);
-            ``values[c, e - 1]`` is the loss of configuration ``c`` after ``e`` epochs.
+            ``values[c, e - 1]`` is the loss of configuration ``c`` after ``e`` epochs;
+            finite wherever ``mask`` marks an entry valid (anything elsewhere).
         mask: Which entries exist, shape (num_configs, max_budget) bool; each row
             must be a prefix (a curve of length L has its first L entries valid).
             ``None`` means all valid.
-        test: Optional held-out loss with the same layout as ``values``.
+        test: Optional held-out loss with the same layout as ``values`` (like ``values``,
+            finite wherever ``mask`` marks an entry valid).
         configs: Optional configuration vectors in the unit cube, shape (num_configs, d).
 
     Built from a long table (one record per configuration and epoch) by
