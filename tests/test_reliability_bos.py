@@ -233,11 +233,23 @@ def test_schedules_outside_the_domain():
     # Theorem 2: K_{1,1} = k1_init, K_{1,t} = K_{1,t-1} / gamma; undefined before t = 1.
     want = np.array([np.nan] * 4 + [100.0, 100.0 / 0.9, 100.0 / 0.9**6])
     np.testing.assert_allclose(np.asarray(jax.jit(bos.k1_schedule)(t, 100.0, 0.9)), want, rtol=1e-14)
-    for bad_t in (0, -3, np.nan, np.inf, [1, 2, 0]):
+    for bad_t in (0, -3, np.nan, np.inf, [1, 2, 0], 1.5, [1, 2.2]):
         with pytest.raises(ValueError, match="t must be"):
             bos.k1_schedule(bad_t, 100.0, 0.9)
         with pytest.raises(ValueError, match="t must be"):
             bos.xi(bad_t, 1e-3, 0.1)
+    # an iteration is a whole number: a fractional t is NaN inside jit (xi's log of
+    # pi^2 t^2 (t - 1) / (6 delta) is negative just above 1: no real value), not clamped
+    assert np.all(np.isnan(np.asarray(jax.jit(bos.xi)(np.array([1.2, 1.9, 2.5]), 1e-3, 0.1))))
+    assert np.all(np.isnan(np.asarray(jax.jit(bos.k1_schedule)(np.array([1.5, 2.5]), 100.0, 0.9))))
+    for bad_t in (True, np.array([True, False])):
+        with pytest.raises(TypeError, match="t must be a BO iteration"):
+            bos.k1_schedule(bad_t)
+        with pytest.raises(TypeError, match="t must be a BO iteration"):
+            bos.xi(bad_t, 1e-3, 0.1)
+    # a Python int beyond int32 (JAX's integer type without x64) is a float iteration
+    with jax.enable_x64(False):
+        assert float(bos.k1_schedule(2**40, 100.0, 1.0)) == 100.0
     xi = np.asarray(jax.jit(bos.xi)(t, 1e-3, 0.1))
     assert np.all(np.isnan(xi[:4])) and xi[4] == 0.0
     np.testing.assert_allclose(xi[5:], np.sqrt(2e-3 * np.log(np.pi**2 * t[5:] ** 2 * (t[5:] - 1) / 0.6)), rtol=1e-14)

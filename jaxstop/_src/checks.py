@@ -70,6 +70,8 @@ def float_array(x, name: str, dtype=None) -> jax.Array:
         raise TypeError(f"{name} must be array-like of numbers, got None")
     try:
         arr = jnp.asarray(x)
+    except OverflowError:  # a Python int beyond JAX's integer type (int32 without x64): as a float
+        arr = jnp.asarray(np.asarray(x, dtype=np.float64))
     except TypeError as err:  # e.g. strings, objects
         raise TypeError(f"{name} must be array-like of numbers, got {type(x).__name__}") from err
     except ValueError as err:  # e.g. ragged nested lists

@@ -19,8 +19,9 @@ import jax.numpy as jnp
 
 
 def _iteration(t):
-    """A BO iteration is 1-based (Theorems 1-2 start at ``t = 1``): finite and ``>= 1``."""
-    return jnp.isfinite(t) & (t >= 1)
+    """A BO iteration is a whole number, 1-based (Theorems 1-2 start at ``t = 1``): finite,
+    whole and ``>= 1`` (``xi`` of a fractional ``t`` near 1 has no real value)."""
+    return jnp.isfinite(t) & (t >= 1) & (t == jnp.floor(t))
 
 
 K1_DOMAIN = {
@@ -48,7 +49,7 @@ def _in_domain(domain, **args) -> jax.Array:
 def k1(t, k1_init, gamma) -> jax.Array:
     """``K_{1,t} = k1_init / gamma**(t - 1)`` (Theorem 2), for a floating ``t``.
 
-    NaN where an argument is outside :data:`K1_DOMAIN` (``t < 1``, a non-finite ``t`` or
+    NaN where an argument is outside :data:`K1_DOMAIN` (``t < 1``, a fractional or non-finite ``t`` or
     ``k1_init``, ``k1_init <= 0``, ``gamma`` outside (0, 1]).
     """
     value = k1_init / gamma ** (t - 1)
@@ -58,7 +59,7 @@ def k1(t, k1_init, gamma) -> jax.Array:
 def xi(t, noise_var, delta) -> jax.Array:
     """``xi_t`` of Theorem 1: 0 for ``t = 1``, else ``sqrt(2 noise_var log(pi^2 t^2 (t - 1) / (6 delta)))``.
 
-    NaN where an argument is outside :data:`XI_DOMAIN` (``t < 1``, a non-finite ``t`` or
+    NaN where an argument is outside :data:`XI_DOMAIN` (``t < 1``, a fractional or non-finite ``t`` or
     ``noise_var``, ``noise_var < 0``, ``delta`` outside (0, 1)).
     """
     safe_t = jnp.maximum(t, 2)

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.typing import ArrayLike
 
 from jaxstop._src import checks, schedules
 from jaxstop.bos._validate import float_dtype, screen
 
 _EXPECTED = {
-    "t": "a finite BO iteration >= 1 (iterations are 1-based)",
+    "t": "a finite whole BO iteration >= 1 (iterations are 1-based)",
     "k1_init": "finite and > 0",
     "gamma": "in (0, 1]",
     "noise_var": "finite and >= 0",
@@ -22,6 +23,8 @@ _EXPECTED = {
 def _arguments(domain, **args):
     """The arguments as arrays of ``t``'s floating dtype, each checked by :func:`screen`
     against its predicate in ``domain`` (concrete: ``ValueError`` naming it)."""
+    if isinstance(args["t"], (bool, np.bool_)) or getattr(args["t"], "dtype", None) == bool:
+        raise TypeError("t must be a BO iteration (a whole number >= 1), got a bool")
     t = checks.float_array(args["t"], "t")
     dtype = float_dtype(t)
     out = {"t": t.astype(dtype)}
@@ -46,14 +49,14 @@ def k1_schedule(t: ArrayLike, k1_init: ArrayLike = 100.0, gamma: ArrayLike = 0.9
     the 1-based BO iteration; the code's 0-based ``bo_iteration`` is ``t - 1``.
 
     Outside the domain -- ``t < 1`` (``K_{1,0}`` does not exist: ``t = 0`` would
-    silently give ``k1_init * gamma``), a NaN or inf ``t``, ``k1_init <= 0``,
+    silently give ``k1_init * gamma``), a fractional, NaN or inf ``t``, ``k1_init <= 0``,
     ``gamma`` outside (0, 1] -- a concrete argument raises ``ValueError`` naming
     it; inside ``jit`` the result is NaN where the domain is left (not clamped), and
     a NaN ``k1`` given to :func:`solve` voids its table (``ok`` False,
     ``reason == Reason.BAD_INPUT``). float16 / bfloat16 raise ``TypeError``.
 
     Args:
-        t: BO iteration(s), ``>= 1``.
+        t: BO iteration(s), whole numbers ``>= 1``.
         k1_init: ``K_{1,1}``, positive.
         gamma: Growth factor in (0, 1].
 
@@ -85,12 +88,12 @@ def xi(t: ArrayLike, noise_var: ArrayLike, delta: ArrayLike) -> jax.Array:
     probability ``>= 1 - delta``. It enters the BOS event as
     ``error < best_error + xi_t`` (:func:`backward_induction`, corrected mode).
 
-    Outside the domain (``t < 1``, NaN or inf ``t`` or ``noise_var``,
+    Outside the domain (``t < 1``, a fractional, NaN or inf ``t``, NaN or inf ``noise_var``,
     ``noise_var < 0``, ``delta`` outside (0, 1)) a concrete argument raises
     ``ValueError`` naming it and a traced one gives NaN, as in :func:`k1_schedule`.
 
     Args:
-        t: BO iteration(s), ``>= 1``.
+        t: BO iteration(s), whole numbers ``>= 1``.
         noise_var: ``sigma^2``, ``>= 0``.
         delta: Confidence parameter in (0, 1).
 
