@@ -89,8 +89,11 @@ def fit_regret_bound(
             will be removed in the next release.
 
     Returns:
-        A :class:`FittedBound`; its ``bound`` is in the units of ``y``, ``bound.ok`` (also
-        ``.ok``) its status and ``bound.reason`` (also ``.reason``) a
+        A :class:`FittedBound`; its ``bound`` is in the units of ``y`` (the GP sees ``y``
+        standardised; with fewer than two valid points or a constant ``y`` there is no
+        spread to measure, the scale is taken as 1, and the bound is that of the
+        standardised problem: an absolute number, not a multiple of ``y``'s scale),
+        ``bound.ok`` (also ``.ok``) its status and ``bound.reason`` (also ``.reason``) a
         :class:`jaxstop.Reason`. ``ok`` is True only when every field is finite and
         computed from valid inputs; otherwise ``bound.bound`` is ``+inf``.
 
