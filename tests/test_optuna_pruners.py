@@ -29,7 +29,6 @@ from jaxstop import bos, confidence
 from jaxstop.data import alexnet_curves
 from jaxstop.integrations.optuna import BOSPruner
 from jaxstop.integrations.optuna import UQSuccessiveHalvingPruner
-from jaxstop.integrations.optuna._uq_pruner import plain_promotable
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
@@ -124,8 +123,9 @@ def test_uq_fallbacks_say_why_and_decide_by_the_plain_rule():
     assert all(d.reason == int(jaxstop.Reason.UNREPRESENTABLE) and not d.uq for d in decided)
     values = {t.number: t.intermediate_values for t in study.trials}
     for d in decided:
-        rung_values = np.array([values[m][min(s for s in values[m] if s >= d.step)] for m in d.members])
-        assert d.promoted == plain_promotable(rung_values, 3)
+        # Optuna's rule written out: promoted iff at most the max(1, n // eta)-th smallest rung value
+        rung_values = [values[m][min(s for s in values[m] if s >= d.step)] for m in d.members]
+        assert d.promoted == (rung_values[-1] <= sorted(rung_values)[max(len(rung_values) // 3 - 1, 0)])
     assert not any(d.uq for d in pruner.decisions)
     # the same values in float64 are usable: the UQ rule decides (except where a member's
     # constant curve puts its sigma at the absolute floor min_sigma, below the spacing of 1e39)

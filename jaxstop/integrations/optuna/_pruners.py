@@ -16,7 +16,7 @@ import numpy as np
 import optuna
 from optuna.study import StudyDirection
 
-__all__ = ["check_study", "first_step_at", "float_dtype", "values_upto"]
+__all__ = ["beyond_range", "check_study", "first_step_at", "float_dtype", "values_upto"]
 
 
 def check_study(study: optuna.Study, who: str) -> bool:
@@ -38,6 +38,13 @@ def float_dtype() -> np.dtype:
     """The floating dtype the pruners compute in: JAX's default float (float64 when
     ``jax_enable_x64`` is set, float32 otherwise)."""
     return np.dtype(jnp.result_type(float))
+
+
+def beyond_range(values, dtype) -> np.ndarray:
+    """Which of ``values`` (float64) are finite but beyond the range of ``dtype``: a cast to
+    it would make them inf (1e39 in float32, JAX's float dtype unless x64 is set)."""
+    v = np.asarray(values, np.float64)
+    return np.isfinite(v) & (np.abs(v) > float(np.finfo(dtype).max))
 
 
 def first_step_at(values: Mapping[int, float], step: int, last: int | None = None) -> int | None:

@@ -39,6 +39,7 @@ from optuna.trial import FrozenTrial, TrialState
 from jaxstop import regret
 from jaxstop._src import gp_fit, gp_priors, termination
 from jaxstop.integrations.optuna import _space
+from jaxstop.integrations.optuna._pruners import beyond_range
 
 __all__ = [
     "CV_SCORES_KEY",
@@ -367,13 +368,12 @@ class RegretBoundTerminator:
         if d == 0:
             raise ValueError(f"study {name!r} has no parameters: the regret bound needs a search space")
         dt = jnp.result_type(float)
-        big = float(np.finfo(dt).max)
-        over = [t.number for t, v in zip(rows, values) if abs(v) > big]
-        if over:
-            raise ValueError(f"study {name!r}: trial(s) {over[:10]} have objective values beyond the range of "
-                             f"{np.dtype(dt).name}, JAX's float dtype here (|value| <= {big:.4g}), e.g. "
-                             f"{float(values[[t.number for t in rows].index(over[0])])}; rescale the objective "
-                             "or enable float64 (jax.config.update('jax_enable_x64', True))")
+        over = beyond_range(values, dt)
+        if over.any():
+            raise ValueError(f"study {name!r}: trial(s) {[t.number for t, o in zip(rows, over) if o][:10]} have "
+                             f"objective values beyond the range of {np.dtype(dt).name}, JAX's float dtype here "
+                             f"(|value| <= {float(np.finfo(dt).max):.4g}), e.g. {float(values[over][0])}; rescale "
+                             "the objective or enable float64 (jax.config.update('jax_enable_x64', True))")
         n_cap = _space.capacity(n, self.min_capacity)
         d_cap = _space.capacity(d, 4)
         X = np.zeros((n_cap, d_cap))

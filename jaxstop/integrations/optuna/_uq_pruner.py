@@ -14,7 +14,7 @@ from optuna.trial import FrozenTrial
 from jaxstop import confidence
 from jaxstop._src import checks
 from jaxstop._src.status import Reason
-from jaxstop.integrations.optuna._pruners import check_study, first_step_at, float_dtype, values_upto
+from jaxstop.integrations.optuna._pruners import beyond_range, check_study, first_step_at, float_dtype, values_upto
 
 __all__ = ["RungDecision", "UQSuccessiveHalvingPruner", "plain_promotable"]
 
@@ -68,12 +68,6 @@ def plain_promotable(losses: np.ndarray, eta: int) -> bool:
     """
     idx = max(len(losses) // eta - 1, 0)
     return bool(losses[-1] <= np.sort(losses)[idx])
-
-
-def _representable(arrays, dtype) -> bool:
-    """Whether every finite value of ``arrays`` (float64) stays finite cast to ``dtype``."""
-    big = float(np.finfo(dtype).max)
-    return all(bool(np.all(~np.isfinite(a) | (np.abs(a) <= big))) for a in arrays)
 
 
 def _check_int(value, name: str, minimum: int) -> int:
@@ -254,7 +248,7 @@ class UQSuccessiveHalvingPruner(optuna.pruners.BasePruner):
             fallback = FALLBACK_FEW_VALUES
         if fallback:
             return record(plain_promotable(losses, self._eta), False, plain_k, fallback)
-        if not _representable([losses] + curves, float_dtype()):
+        if any(beyond_range(a, float_dtype()).any() for a in [losses] + curves):
             # finite values beyond the working dtype's range (e.g. 1e39 in float32) would turn
             # into inf in the cast: the problem as given cannot be computed in that dtype
             return record(plain_promotable(losses, self._eta), False, plain_k, FALLBACK_STATUS,
