@@ -408,7 +408,7 @@ def report(cfg: BoBosConfig, state: BoBosState, job: Job, epoch, value, params):
     if not cfg.early_stopping:
         return state, jnp.asarray(False)
     # each study solves at its own epoch N0 of each job: under vmap only the studies that
-    # reach it solve (sparse), not the whole batch whenever one of them does
+    # reach it solve (sparse, on CPU), not the whole batch whenever one of them does
     table = gated_cond(solve_now, functools.partial(_solve, cfg), lambda _: state.table, operand, sparse=True)
     return _decide(cfg, state, table, solve_now, epoch, value, params)
 
