@@ -13,7 +13,7 @@ The host CPU runs ``1/--host-fraction`` of each row's items (per-item times are 
     python benchmarks/device_suite.py --out DIR [--quick] [--gpu-autotune off]
 
 With ``--gpu-autotune off`` XLA's GPU autotuner is off (``--xla_gpu_autotune_level=0``): the
-100,000-study SH+ program then compiles in about 10 s instead of not finishing in minutes, at
+100,000-study SH+ program then compiles in 10-12 s instead of not finishing in minutes, at
 the same run time; the regret row runs about 14% slower without it (RESULTS.md, "Accelerator").
 
 Writes ``DIR/device_suite.md``; stops adding rows once ``--budget`` seconds have passed.
