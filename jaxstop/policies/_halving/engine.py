@@ -419,10 +419,11 @@ def finish(e: Engine, call, s: HalvingState, decided, finished, params, every_ca
     round (the profiling batch, a bracket's last round), where a ``select`` of both
     branches would pay the whole decision. In the one-job protocol the UQ decision
     (:func:`jaxstop.confidence.keep_count`, the costly one) runs for each study that ends a
-    round (``sparse``, on CPU; vectorised on an accelerator): the number a UQ round keeps varies, so under ``vmap`` the studies'
-    rounds end at different steps, and a batch of them would otherwise pay the whole
-    batch's decision at nearly every step. Plain SH's rounds end at the same step in every
-    study and its decision is cheap: it stays vectorised."""
+    round (``sparse``, on CPU; vectorised on an accelerator): the number a UQ round keeps
+    varies, so under ``vmap`` the studies' rounds end at different steps, and a batch of
+    them would otherwise pay the whole batch's decision at nearly every step. Plain SH's
+    rounds end at the same step in every study and its decision is cheap: it stays
+    vectorised."""
     s, (kept, fallback, tau, rbudget), empty = _cond(
         decided, lambda s: _decide(e, call, s, params), lambda s: _no_decision(e, s), s,
         sparse=e.uq and not every_call)
