@@ -41,9 +41,9 @@ demo: $(VENV)/.stamp-base
 	JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES=0 $(BIN)/python -m jaxstop.demo
 
 # Two worker processes (pytest-xdist), one test file each at a time: the suite is compile-bound and
-# single-threaded per process, so two cores halve its time.
+# single-threaded per process, so two cores halve its time. The 25 slowest tests are listed at the end.
 test: $(VENV)/.stamp-test
-	$(BIN)/python -m pytest -n 2 --dist loadfile
+	$(BIN)/python -m pytest -n 2 --dist loadfile --durations=25
 
 bench: $(VENV)/.stamp-bench
 	$(BIN)/python benchmarks/bench_gp.py
