@@ -61,7 +61,14 @@ def test_bound_with_warping_is_eq8_of_the_warped_fit(warped_study):
     X, y = warped_study
     rng = np.random.default_rng(4)
     cand = rng.uniform(size=(64, D))
-    tol = 1e-5
+    # The gradient a fit can reach is limited by its objective's rounding: this fit's noise
+    # ratio (~1e-5) makes K ill-conditioned, and near the optimum the computed objective
+    # varies by ~1e-10 between trial points whose predicted decrease is 1e-12. From
+    # max |g| ~ 1e-4 on (predicted decreases ~1e-10) trials are accepted or rejected on
+    # rounding and the fit stops as stalled, with max |g| above 1e-5 on some CPUs (a correct
+    # stop, but not the stopping test checked here). While max |g| > 1e-3 the steps predict
+    # decreases of at least ~1e-8, 100x that rounding: the gradient test stops this fit.
+    tol = 1e-3
     opts = regret.FitOptions(warping=True, fit_steps=100, fit_tol=tol, refine_steps=0)
     fb = regret.fit_regret_bound(jax.random.key(0), X, y, candidates=cand, min_points=N, options=opts)
     assert bool(fb.ok) and fb.params.warped
