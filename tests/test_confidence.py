@@ -15,8 +15,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from hypothesis import given, settings
-from scipy import integrate, special, stats
+from scipy import integrate, special
 
+from _oracles import norm_logpdf, norm_logsf, norm_pdf
 from jaxstop._src import numerics
 from jaxstop._src.status import Reason
 from jaxstop.confidence import _batch, _curves, _keep, _quadrature, _validate
@@ -135,8 +136,8 @@ def quad_prob_best(mu, sigma):
             continue  # p_i < Phi(-12)^2
 
         def f(x, i=i, others=others):
-            logsf = np.sum(stats.norm.logsf(x, mu[others], sigma[others]))
-            return stats.norm.pdf(x, mu[i], sigma[i]) * np.exp(logsf)
+            logsf = np.sum(norm_logsf(x, mu[others], sigma[others]))
+            return norm_pdf(x, mu[i], sigma[i]) * np.exp(logsf)
 
         pts = _breakpoints(mu, sigma, lo, hi)
         out[i] = integrate.quad(
@@ -155,9 +156,7 @@ def quad_leader(mu_sorted, sigma_sorted, k):
         return 0.0
 
     def f(x):
-        return stats.norm.pdf(x, mu[0], sigma[0]) * np.exp(
-            np.sum(stats.norm.logsf(x, mu[1:k], sigma[1:k]))
-        )
+        return norm_pdf(x, mu[0], sigma[0]) * np.exp(np.sum(norm_logsf(x, mu[1:k], sigma[1:k])))
 
     pts = _breakpoints(mu[:k], sigma[:k], lo, hi)
     return integrate.quad(f, lo, hi, points=pts or None, limit=4000, epsabs=1e-14, epsrel=1e-12)[0]
@@ -172,7 +171,7 @@ def paper_eq3_curve(mu_sorted, sigma):
     def term(y, m):
         u = (y + mu) / sigma
         log_cdf = special.log_ndtr(u)
-        log_pdf = stats.norm.logpdf(u)
+        log_pdf = norm_logpdf(u, 0.0, 1.0)
         return np.sum(np.exp(log_pdf[:m] - log_cdf[:m] + log_cdf.sum())) / sigma
 
     return np.array(
