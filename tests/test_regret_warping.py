@@ -56,8 +56,9 @@ def warped_study():
 
 def test_bound_with_warping_is_eq8_of_the_warped_fit(warped_study):
     """fit_regret_bound(warping=True) = a warped ML-II fit on the top set (the gradient of
-    the warped objective, all coordinates, vanishes at its parameters) + Eq. (8) of the GP
-    on the warped inputs, recomputed by hand with the dense NumPy GP."""
+    the warped objective, all coordinates, is within the fit's tolerance at its parameters,
+    recomputed in another program) + Eq. (8) of the GP on the warped inputs, recomputed by
+    hand with the dense NumPy GP."""
     X, y = warped_study
     rng = np.random.default_rng(4)
     cand = rng.uniform(size=(64, D))
