@@ -917,6 +917,40 @@ def test_nested_vmap_with_shared_arguments_equals_loop(rng):
     assert hlo.count("stablehlo.while") == one.count("stablehlo.while") > 0
 
 
+def test_vmap_in_row_groups_equals_loop(monkeypatch, rng):
+    """A vmapped batch larger than a group of rows (the CPU's tile budget) is integrated
+    group after group, the last padded with empty rows: the numbers of one call per problem,
+    and of the quadrature oracle."""
+    n, rows = 29, 7
+    mu = rng.normal(size=(rows, n)) * 0.3
+    mu[:3] = 0.1 + 0.01 * rng.uniform(size=(3, n))  # close candidates: the dense pass
+    sigma = 10 ** rng.uniform(-2, -0.5, (rows, n))
+    mask = rng.uniform(size=(rows, n)) < 0.9
+    levels, order = _quadrature.rule(jnp.float64)
+    # one problem's tile: the whole rule (16 x 13 nodes, below 1,024 values per panel) on a
+    # block of 32 columns, 8 bytes each; a budget of three problems gives groups of 3, 3, 3
+    # for 7 rows (two of them padding)
+    per_row = (levels + 1) * order * 32 * 8
+    monkeypatch.setattr(_quadrature, "_TILE_BYTES", 3 * per_row + 8)
+    assert _quadrature.rows_per_group(rows, n, jnp.float64) == 3
+    assert _quadrature.rows_per_group(6, n, jnp.float64) == 3
+    assert _quadrature.rows_per_group(4, n, jnp.float64) == 2  # two groups of 2, not 3 + 1
+    jax.clear_caches()  # the budget is read when the program is traced
+    f = jax.jit(jax.vmap(prob_best))
+    got = np.asarray(f(mu, sigma, mask))
+    hlo = f.lower(mu, sigma, mask).as_text()
+    jax.clear_caches()
+    for i in range(rows):
+        np.testing.assert_allclose(got[i], np.asarray(prob_best(mu[i], sigma[i], mask[i])),
+                                   rtol=p_rtol(n), atol=P_ATOL)  # grouped rows vs one call: rounding
+    oracle = quad_prob_best(mu[5][mask[5]], sigma[5][mask[5]])
+    np.testing.assert_allclose(got[5][mask[5]], oracle, rtol=0, atol=1e-9)
+    assert np.all(got[5][~mask[5]] == 0)
+    one = jax.jit(prob_best).lower(mu[0], sigma[0], mask[0]).as_text()
+    # the loops of one problem inside one more loop, over the groups
+    assert hlo.count("stablehlo.while") == one.count("stablehlo.while") + 1
+
+
 def test_derivatives_match_central_differences():
     """Forward and reverse mode against central differences, with a masked and a skipped candidate."""
     mu = jnp.array([0.0, 0.1, 0.3, 5.0, 0.05])

@@ -2,8 +2,8 @@
 
 :func:`prob_best_kernel` (the unnormalised probabilities of :func:`~jaxstop.confidence.prob_best`:
 relevant candidates in blocks, the rule one panel at a time, stopping once the minimum
-can no longer lie further on; a ``custom_vmap`` that makes a batch of problems rows of one loop and
-a ``custom_jvp`` that differentiates the loop-free form) and :func:`leader_kernel` (``P_1``
+can no longer lie further on; a ``custom_vmap`` that makes a batch of problems rows of one
+loop, in groups of rows on CPU, and a ``custom_jvp`` that differentiates the loop-free form) and :func:`leader_kernel` (``P_1``
 among the top ``k``, one scan over the ranked candidates). The design is described in
 the ``Quadrature`` section of the package docstring; the Gaussian tail numerics come from
 ``jaxstop._src.numerics``.
@@ -33,6 +33,13 @@ _DENSE_FRACTION = 0.75
 # prob_best takes the rule one panel at a time when a panel's tile holds at least this
 # many values per problem, else the whole rule at once (loop overhead).
 _MIN_TILE = 1024
+# On CPU a batch of problems (rows) is integrated in groups of rows whose tile, the
+# (rows, nodes of a step, block) values of one step, stays within this many bytes. The
+# temporaries of a larger tile are memory fresh from the operating system at every call,
+# each page of it a fault when first written: a vmapped batch of 1,024 problems of 22
+# candidates took 11,000 faults and 3x the time per problem of a batch of 256, one of 64
+# candidates 30,000 and 4x (benchmarks/RESULTS.md, "Confidence curves").
+_TILE_BYTES = 4 * 2**20
 # prob_best keeps the hazards of all blocks between its two passes over a step's nodes
 # up to this size (a batch of problems together); beyond, the second pass recomputes them.
 _KEEP_BYTES = 64 * 2**20
@@ -232,9 +239,37 @@ def _dense_sums(x, weight, m, inv_s, scale):
     return _integrals(_node_weights(weight, total, scale), h, inv_s, scale)
 
 
+def rows_per_group(rows: int, n: int, dtype) -> int:
+    """Rows of problems integrated together by :func:`_prob_best_rows_impl`: all of them off
+    the CPU; on the CPU as many as keep a step's tile (rows x nodes of a step x the widest
+    block) within ``_TILE_BYTES``, shared out evenly between the fewest groups."""
+    if not on_cpu():
+        return rows
+    _, order = rule(dtype)
+    tile = max(order * panels_per_step(c, dtype) * c for c in (block_size(n), dense_width(n, dtype)))
+    most = max(1, int(_TILE_BYTES // (tile * jnp.dtype(dtype).itemsize)))
+    groups = -(-rows // most)
+    return -(-rows // groups)
+
+
 def _prob_best_rows_impl(mu, sigma, valid):
-    """:func:`prob_best_kernel` for problems stacked in rows, shape (P, n)."""
-    return _rows_sums(mu, sigma, valid)[0]
+    """:func:`prob_best_kernel` for problems stacked in rows, shape (P, n): in groups of
+    :func:`rows_per_group` rows, one after another (``lax.map``), padded with rows of no
+    valid candidate (which take no panel and no block)."""
+    rows, n = mu.shape
+    size = rows_per_group(rows, n, mu.dtype)
+    if size >= rows:
+        return _rows_sums(mu, sigma, valid)[0]
+    groups = -(-rows // size)
+    pad = groups * size - rows
+
+    def grouped(v, fill):
+        v = jnp.concatenate([v, jnp.full((pad, n), fill, v.dtype)]) if pad else v
+        return v.reshape(groups, size, n)
+
+    args = (grouped(mu, 0), grouped(sigma, 1), grouped(valid, False))
+    out = lax.map(lambda a: _rows_sums(*a)[0], args)
+    return out.reshape(groups * size, n)[:rows]
 
 
 def _rows_sums(mu, sigma, valid):
