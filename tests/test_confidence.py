@@ -346,6 +346,26 @@ def test_stable_argsort_matches_numpy(dtype, rng):
         np.testing.assert_array_equal(np.asarray(jax.jit(numerics.stable_argsort)(jnp.asarray(k[0]))), ref[0])
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_stable_ranks_and_first_argmin_match_numpy(dtype, rng):
+    """Ranks counted in groups of keys (unrolled up to 256 keys, a loop beyond, the last group
+    partly padding) are the inverse of NumPy's stable argsort; the first argmin is
+    ``np.argmin``: repeated keys, -0.0 against 0.0, infinities; one vector and a vmapped batch."""
+    for n in (1, 2, 15, 16, 17, 64, 256, 257, 300):
+        k = rng.normal(size=(3, n)).astype(dtype)
+        k[:, ::3] = np.round(k[:, ::3], 1)  # many exact ties
+        if n >= 15:
+            k[:, 1], k[:, 2], k[:, 4], k[:, 5], k[:, 14] = -0.0, 0.0, np.inf, -np.inf, np.inf
+        ref = np.argsort(np.argsort(k, axis=1, kind="stable"), axis=1, kind="stable")
+        got = np.asarray(jax.jit(jax.vmap(numerics.stable_ranks))(jnp.asarray(k)))
+        np.testing.assert_array_equal(got, ref)
+        np.testing.assert_array_equal(np.asarray(jax.jit(numerics.stable_ranks)(jnp.asarray(k[0]))), ref[0])
+        first = np.asarray(jax.jit(jax.vmap(numerics.first_argmin))(jnp.asarray(k)))
+        np.testing.assert_array_equal(first, np.argmin(k, axis=1))
+    assert int(numerics.first_argmin(jnp.full(5, jnp.inf, dtype))) == 0  # as argmin
+    assert int(numerics.first_argmin(jnp.asarray([3.0, -0.0, 0.0, -0.0], dtype))) == 1  # -0.0 == 0.0
+
+
 @pytest.mark.parametrize("width", [8, 32, 64, 200])
 def test_log_survival_sums_every_tile_width(width, rng):
     """Summed log-survivals and hazards for narrow and wide tiles (library log below 8

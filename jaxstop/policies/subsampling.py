@@ -48,6 +48,7 @@ import numpy as np
 from jax.typing import ArrayLike
 
 from jaxstop import confidence
+from jaxstop._src import numerics
 from jaxstop.policies._base import Job, Limits, Policy, Result, build_policy, make_job
 from jaxstop.policies._halving.params import HalvingParams, check_candidates, check_params, default_params, float_dtype
 from jaxstop.policies._halving.schedule import halving_schedule
@@ -113,7 +114,7 @@ class SubsamplingInfo(NamedTuple):
 def _leader(epochs, mu):
     """Most-trained candidate; ties to the lower loss, then the lower index."""
     top = epochs == jnp.max(epochs)
-    return jnp.argmin(rank_key(mu, top)).astype(jnp.int32)
+    return numerics.first_argmin(rank_key(mu, top))
 
 
 class _Config(NamedTuple):
@@ -193,7 +194,7 @@ def _select(cfg: _Config, s: SubsamplingState, params):
     else:
         wins = s.mu < s.mu[m]
     beats = others & wins
-    best_other = jnp.argmin(rank_key(s.mu, trainable))
+    best_other = numerics.first_argmin(rank_key(s.mu, trainable))
     fallback = jnp.where(trainable[m], m, best_other)
     alone = (idx == fallback) & trainable
     return jnp.where(jnp.any(beats), beats, alone), m

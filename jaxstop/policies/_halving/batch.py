@@ -15,6 +15,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from jaxstop._src import numerics
 from jaxstop.policies._halving import profiling as _profiling
 from jaxstop.policies._halving.engine import (Engine, _at, _cond, finish, info, track_incumbent, uq_stats,
                                               where)
@@ -108,7 +109,7 @@ def record_batch(e: Engine, s: HalvingState, jobs: Job, results: Result, active,
         sigma, delta = uq_stats(e, s, recent, count, params)
         s = s._replace(uq=s.uq._replace(recent=recent, count=count, sigma=sigma, delta=delta))
     ok = act & jnp.isfinite(value)
-    best = jnp.argmin(jnp.where(ok, value, jnp.inf))
+    best = numerics.first_argmin(jnp.where(ok, value, jnp.inf))
     s = track_incumbent(e, s, level, value[best], s.configs[best], ok[best])
     round_over = ~s.done & ~jnp.any(s.pending)
     last = _at(e.rounds.last, s.round)
@@ -168,7 +169,7 @@ def _tell_profile(e: Engine, state: HalvingState, jobs: Job, results: Result, ac
     s = state._replace(prof=p, spent=(state.spent + jnp.sum(cost)).astype(jnp.int32),
                        unspent=(state.unspent + jnp.sum(released)).astype(jnp.int32))
     ok = act & jnp.isfinite(value)
-    best = jnp.argmin(jnp.where(ok, value, jnp.inf))
+    best = numerics.first_argmin(jnp.where(ok, value, jnp.inf))
     s = track_incumbent(e, s, level, value[best], p.configs[best], ok[best])
     final = info(e, s, False, -1, not e.uq, jnp.nan, 0)
     if not rows:

@@ -260,7 +260,7 @@ def apply_keep(e: Engine, s: HalvingState, uq_keep, uq_tau, params):
     )
     # complete members carried into the new rung compete at its level
     done_keep = keep & s.complete
-    best = jnp.argmin(rank_key(s.mu, done_keep))
+    best = numerics.first_argmin(rank_key(s.mu, done_keep))
     s = track_incumbent(e, s, _at(e.rounds.level_next, g), s.mu[best], s.configs[best], done_keep[best])
     close = ~jnp.any(s.pending)
     return s, (jnp.sum(keep).astype(jnp.int32), fallback, tau, budget), close
@@ -272,7 +272,7 @@ def end_bracket(e: Engine, s: HalvingState) -> HalvingState:
     unspent and the best member reaches the bracket's last rung)."""
     g = s.round
     members = s.member & s.complete
-    best = jnp.argmin(rank_key(s.mu, members))
+    best = numerics.first_argmin(rank_key(s.mu, members))
     s = track_incumbent(e, s, _at(e.rounds.final_level, g), s.mu[best], s.configs[best], members[best])
     s = s._replace(
         unspent=(s.unspent + s.carry + _at(e.rounds.rest, g)).astype(jnp.int32),
