@@ -10,9 +10,9 @@
   derivatives are the closed forms (finite in float32 too).
 * :func:`log_normal64`: ``log`` of positive normal float64 numbers from the exponent bits
   and a series (XLA:CPU's own float64 ``log`` is a scalar library call).
-* :func:`stable_ranks`, :func:`stable_argsort`: stable ranks and ``argsort`` of float keys,
-  in forms that XLA:CPU runs fast (pairwise comparisons for a few dozen keys, integer
-  sorts beyond).
+* :func:`first_argmin`, :func:`stable_ranks`, :func:`stable_argsort`: ``argmin``, stable
+  ranks and ``argsort`` of float keys, in forms that XLA:CPU runs fast (two plain
+  reductions; pairwise comparisons for a few dozen keys, integer sorts beyond).
 """
 
 from __future__ import annotations
