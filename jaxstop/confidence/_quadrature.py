@@ -3,8 +3,9 @@
 :func:`prob_best_kernel` (the unnormalised probabilities of :func:`~jaxstop.confidence.prob_best`:
 relevant candidates in blocks, the rule one panel at a time, stopping once the minimum
 can no longer lie further on; a ``custom_vmap`` that makes a batch of problems rows of one
-loop, in groups of rows on CPU, and a ``custom_jvp`` that differentiates the loop-free form) and :func:`leader_kernel` (``P_1``
-among the top ``k``, one scan over the ranked candidates). The design is described in
+loop, in groups of rows on CPU, and a ``custom_jvp`` that differentiates the loop-free
+form) and :func:`leader_kernel` (``P_1`` among the top ``k``, one scan over the ranked
+candidates). The design is described in
 the ``Quadrature`` section of the package docstring; the Gaussian tail numerics come from
 ``jaxstop._src.numerics``.
 """
