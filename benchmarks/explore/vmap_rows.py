@@ -82,7 +82,8 @@ def main() -> None:
         _common.pin(args.pin)
     print(_common.report_header("vmapped confidence problems against the batch size"))
     rng = np.random.default_rng(0)
-    head = ["function", "dtype", "n"] + [f"batch {b:,}: grouped / one group, us per problem (page faults per call)" for b in args.batches]
+    head = ["function", "dtype", "n"] + [f"batch {b:,}: grouped / one group, us per problem (page faults per call)"
+                                         for b in args.batches]
     rows = []
     for name in ("prob_best", "keep_count"):
         for dtype in (jnp.float32, jnp.float64):
