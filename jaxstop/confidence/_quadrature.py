@@ -38,8 +38,8 @@ _MIN_TILE = 1024
 # (rows, nodes of a step, block) values of one step, stays within this many bytes. The
 # temporaries of a larger tile are memory fresh from the operating system at every call,
 # each page of it a fault when first written: a vmapped batch of 1,024 problems of 22
-# candidates took 11,000 faults and 3x the time per problem of a batch of 256, one of 64
-# candidates 30,000 and 4x (benchmarks/RESULTS.md, "Confidence curves").
+# candidates took 11,000 faults and 3x the time per problem of a batch of 128, one of 64
+# candidates 30,000 and 4x (benchmarks/explore/vmap_rows.py; RESULTS, "Confidence curves").
 _TILE_BYTES = 4 * 2**20
 # prob_best keeps the hazards of all blocks between its two passes over a step's nodes
 # up to this size (a batch of problems together); beyond, the second pass recomputes them.
