@@ -103,7 +103,7 @@ that jits, vmaps and runs on accelerators:
 float64 uses 13 panels x 16 nodes (208 nodes), float32 13 panels x 12 nodes
 (156 nodes); the leader values of :func:`leader_curve` and :func:`zeta` take 13
 panels on each side of their split point, in float32 with 8 nodes each (their
-truncation stays below 0.02 of float32's eps, ``_quadrature.leader_rule``). Measured
+truncation is about 0.02 of float32's eps, ``_quadrature.leader_rule``). Measured
 against ``scipy.integrate.quad`` (n <= 50, ``sigma`` spread over 3 orders of
 magnitude, ties, tiny ``sigma``, far-apart ``mu``) the maximum absolute error of
 :func:`prob_best` is 5.7e-11 in float64 and 6.7e-7 in float32, that of the float32
