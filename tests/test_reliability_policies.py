@@ -70,3 +70,29 @@ def test_uq_halving_falls_back_to_the_plain_count_when_delta_sigma_cannot_be_est
     tr2 = sim.run(policy, sim.CurveTable(jnp.asarray(v)), jax.random.key(0), given)
     dec2 = np.asarray(tr2.infos.decisions) == 1
     assert not np.asarray(tr2.infos.fallback)[dec2][0]
+
+
+@pytest.mark.parametrize("estimate", ["window", "profile"])
+def test_uq_halving_decisions_do_not_depend_on_the_units_of_the_losses(estimate):
+    # The keep rule is invariant under a common scaling of the losses, and scaling by a
+    # power of two is exact in floating point: float32 losses times 2^100 (about 1e30,
+    # whose squares overflow float32) must give the same decisions, budget and incumbent
+    # as the unscaled ones, and none of the rounds may lose its members.
+    T = 27
+    rng = np.random.default_rng(0)
+    t = np.arange(1, T + 1)
+    base = rng.uniform(0.1, 0.9, (9, 1)) + rng.uniform(0.2, 1.0, (9, 1)) / np.sqrt(t)
+    base = base + 0.05 * rng.standard_normal((9, T))
+    policy = policies.sh(9, T, uq=True, delta_estimate=estimate, dtype=jnp.float32)
+
+    def decisions(scale):
+        table = sim.CurveTable(jnp.asarray(base * scale, jnp.float32))
+        tr = sim.run(policy, table, jax.random.key(1))
+        dec = np.asarray(tr.infos.decisions) == 1
+        return (np.asarray(tr.infos.kept)[dec].tolist(), int(tr.budget), int(tr.incumbent),
+                int(tr.infos.unspent[int(tr.num_jobs) - 1]))
+
+    small = decisions(1.0)
+    assert min(small[0]) >= 1
+    assert decisions(2.0 ** 66) == small
+    assert decisions(2.0 ** 100) == small

@@ -13,6 +13,10 @@
 * :func:`first_argmin`, :func:`stable_ranks`, :func:`stable_argsort`: ``argmin``, stable
   ranks and ``argsort`` of float keys, in forms that XLA:CPU runs fast (two plain
   reductions; pairwise comparisons for a few dozen keys, integer sorts beyond).
+* :func:`inverse_power_of_two`, :func:`masked_std`: exact rescaling by a power of two, and
+  the standard deviation over a mask that stays finite for losses whose squares overflow
+  (the window uncertainty of UQ-guided halving, in :mod:`jaxstop.confidence` and in the
+  halving policies).
 """
 
 from __future__ import annotations
@@ -239,6 +243,39 @@ def _hazard_and_log_sf_sum_jvp(primals, tangents):
     lam = h * _INV_SQRT_2PI
     dh = jnp.where(h > 0, h * (lam - jnp.where(h > 0, z, 0.0)), 0.0) * dz
     return (h, total), (dh, -jnp.sum(lam * dz, axis=-1))
+
+
+def inverse_power_of_two(scale):
+    """``2^-e`` for the power of two ``2^e`` just above ``scale``, with ``e`` clipped so that
+    ``2^-e`` is a normal number (then ``scale * 2^-e`` is below 4).
+
+    Multiplying by it is exact, and it is a normal number: dividing by ``scale`` itself
+    can be compiled as a multiplication by ``1 / scale``, which is subnormal (flushed to
+    0 on CPU) for a float32 ``scale`` above 8.5e37.
+    """
+    info = jnp.finfo(scale.dtype)
+    _, e = jnp.frexp(scale)
+    e = jnp.clip(e, info.minexp + 2, info.maxexp - 2)
+    return jnp.ldexp(jnp.ones((), scale.dtype), -e)
+
+
+def masked_std(vals, ok, ddof: int):
+    """``(std, count)`` over the last axis of the entries ``ok`` marks (``ddof`` delta
+    degrees of freedom; std 0 where ``count <= ddof``).
+
+    The sums run on the values scaled by the power of two just above their largest
+    magnitude (exact: the same bits as unscaled wherever no intermediate overflows), so
+    float32 losses near 1e30, whose squares overflow, give their finite std.
+    """
+    zero = jnp.zeros((), vals.dtype)
+    vals = jnp.where(ok, vals, zero)
+    inv = inverse_power_of_two(jnp.max(jnp.abs(vals), axis=-1))[..., None]
+    vals = vals * inv
+    cnt = jnp.sum(ok, axis=-1)
+    mean = jnp.sum(vals, axis=-1) / jnp.maximum(cnt, 1).astype(vals.dtype)
+    dev = jnp.where(ok, vals - mean[..., None], zero)
+    var = jnp.sum(dev * dev, axis=-1) / jnp.maximum(cnt - ddof, 1).astype(vals.dtype)
+    return jnp.where(cnt > ddof, jnp.sqrt(var) / inv[..., 0], zero), cnt
 
 
 # stable_argsort ranks up to this many keys by pairwise comparisons instead of sorting.

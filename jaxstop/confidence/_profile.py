@@ -16,7 +16,7 @@ from jax.typing import ArrayLike
 
 from jaxstop._src import checks
 from jaxstop._src.status import Reason, all_finite, first_reason
-from jaxstop.confidence._window import masked_std
+from jaxstop._src.numerics import masked_std
 
 __all__ = ["PHASE_FRACTIONS", "Profile", "default_breakpoints", "delta_sigma_profile"]
 

@@ -35,7 +35,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from jaxstop._src import checks
+from jaxstop._src import checks, numerics
 from jaxstop._src.status import Reason, first_reason
 
 # Half-width of every integration window in standard deviations (see _quadrature._C).
@@ -60,20 +60,6 @@ class Standardised(NamedTuple):
     unrepresentable: jax.Array
 
 
-def _inverse_power_of_two(scale):
-    """``2^-e`` for the power of two ``2^e`` just above ``scale``, with ``e`` clipped so that
-    ``2^-e`` is a normal number (then ``scale * 2^-e`` is below 4).
-
-    Multiplying by it is exact, and it is a normal number: dividing by ``scale`` itself
-    can be compiled as a multiplication by ``1 / scale``, which is subnormal (flushed to
-    0 on CPU) for a float32 ``scale`` above 8.5e37.
-    """
-    info = jnp.finfo(scale.dtype)
-    _, e = jnp.frexp(scale)
-    e = jnp.clip(e, info.minexp + 2, info.maxexp - 2)
-    return jnp.ldexp(jnp.ones((), scale.dtype), -e)
-
-
 def standardise(mu, sigma, valid) -> Standardised:
     """``(mu, sigma)`` on the rows ``valid`` marks, in standard units; the other rows inert.
 
@@ -94,7 +80,7 @@ def standardise(mu, sigma, valid) -> Standardised:
     centre = jnp.min(jnp.where(valid, mu, jnp.inf))
     scale = jnp.max(jnp.where(valid, sigma, 0.0))
     centre = lax.stop_gradient(jnp.where(centre < jnp.inf, centre, 0.0))
-    inv = lax.stop_gradient(_inverse_power_of_two(jnp.where(scale > 0, scale, 1.0)))
+    inv = lax.stop_gradient(numerics.inverse_power_of_two(jnp.where(scale > 0, scale, 1.0)))
     m = jnp.where(valid, (mu - centre) * inv, 0.0)
     s = sigma * inv
     underflow = valid & ~(s >= tiny)

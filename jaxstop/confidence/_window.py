@@ -9,29 +9,10 @@ import jax
 import jax.numpy as jnp
 from jax.typing import ArrayLike
 
-from jaxstop.confidence._standardise import _inverse_power_of_two
+from jaxstop._src.numerics import masked_std
 from jaxstop.confidence._validate import prepare_window
 
 _DELTA_KINDS = ("std", "variance")
-
-
-def masked_std(vals, ok, ddof: int):
-    """``(std, count)`` over the last axis of the entries ``ok`` marks (``ddof`` delta
-    degrees of freedom; std 0 where ``count <= ddof``).
-
-    The sums run on the values scaled by the power of two just above their largest
-    magnitude (exact: the same bits as unscaled wherever no intermediate overflows), so
-    float32 losses near 1e30, whose squares overflow, give their finite std.
-    """
-    zero = jnp.zeros((), vals.dtype)
-    vals = jnp.where(ok, vals, zero)
-    inv = _inverse_power_of_two(jnp.max(jnp.abs(vals), axis=-1))[..., None]
-    vals = vals * inv
-    cnt = jnp.sum(ok, axis=-1)
-    mean = jnp.sum(vals, axis=-1) / jnp.maximum(cnt, 1).astype(vals.dtype)
-    dev = jnp.where(ok, vals - mean[..., None], zero)
-    var = jnp.sum(dev * dev, axis=-1) / jnp.maximum(cnt - ddof, 1).astype(vals.dtype)
-    return jnp.where(cnt > ddof, jnp.sqrt(var) / inv[..., 0], zero), cnt
 
 
 def _window_stats(losses, epochs, window: int, ddof: int):

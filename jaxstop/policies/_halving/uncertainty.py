@@ -16,6 +16,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxstop._src.numerics import masked_std
+
 __all__ = ["DELTA_ESTIMATES", "HalvingUQState", "check_delta_estimate", "check_keep_rule", "check_window",
            "init_uq_state", "keep_inputs", "keep_mask", "min_losses", "profile_at", "push", "uncertainty"]
 
@@ -86,17 +88,6 @@ def push(recent, count, slot, value):
     return recent.at[slot].set(row), count.at[slot].add(1)
 
 
-def _masked_std(x, mask):
-    """Sample standard deviation (ddof = 1) of each row of ``x`` over ``mask``; 0 with < 2."""
-    n = jnp.sum(mask, axis=1)
-    zero = jnp.zeros((), x.dtype)
-    xs = jnp.where(mask, x, zero)
-    mean = jnp.sum(xs, axis=1) / jnp.maximum(n, 1).astype(x.dtype)
-    dev = jnp.where(mask, x - mean[:, None], zero)
-    var = jnp.sum(dev * dev, axis=1) / jnp.maximum(n - 1, 1).astype(x.dtype)
-    return jnp.where(n >= 2, jnp.sqrt(var), zero), n
-
-
 def uncertainty(recent, count, window: int, params, kind: str = "std", table=None, epochs=None):
     """(sigma, delta, has) of every slot from its recent losses (Eq. 1, App. C).
 
@@ -107,15 +98,16 @@ def uncertainty(recent, count, window: int, params, kind: str = "std", table=Non
     at the slot's epoch ``t = epochs`` where it is finite; else the window estimate,
     ``confidence.window_delta_sigma(recent, cnt, window, kind=kind)`` (``"std"``: the
     previous window's std minus the current one's, ``"variance"``: the same for the
-    variances). The statistics are written out for this layout because they run after
-    every simulated job.
+    variances). The statistics are taken on the window of ``recent`` with
+    :func:`jaxstop._src.numerics.masked_std`, the function behind ``window_std``, so float32
+    losses whose squares overflow (about 1e19 and above) keep their finite ``sigma``.
     """
     width = recent.shape[1]
     cnt = jnp.minimum(count, width)[:, None]
     j = jnp.arange(width)[None, :]
     finite = jnp.isfinite(recent)
-    now, n_now = _masked_std(recent, finite & (j < cnt) & (j >= cnt - window))
-    prev, n_prev = _masked_std(recent, finite & (j < cnt - 1) & (j >= cnt - 1 - window))
+    now, n_now = masked_std(recent, finite & (j < cnt) & (j >= cnt - window), 1)
+    prev, n_prev = masked_std(recent, finite & (j < cnt - 1) & (j >= cnt - 1 - window), 1)
     fdtype = recent.dtype
     zero = jnp.zeros((), fdtype)
     has = count >= 2
@@ -139,7 +131,7 @@ def profile_at(table, epochs):
 def keep_inputs(member, mu, u: HalvingUQState, budget, fdtype):
     """Arguments of keep_count for the decision at the end of a round:
     ``(mu, sigma, delta, budget, mask)`` with neutral values outside ``mask``."""
-    ok = member & jnp.isfinite(mu) & (u.sigma > 0)
+    ok = member & jnp.isfinite(mu) & jnp.isfinite(u.sigma) & (u.sigma > 0)
     zero, one = jnp.zeros((), fdtype), jnp.ones((), fdtype)
     return (jnp.where(ok, mu, zero), jnp.where(ok, u.sigma, one), jnp.where(ok, u.delta, zero),
             budget, ok)
@@ -162,7 +154,7 @@ def keep_mask(member, mu, u: HalvingUQState, plain_keep, uq_keep, uq_tau, fdtype
     count's ``plain_keep`` when a member has fewer than ``need`` losses
     (:func:`min_losses`). Returns ``(keep, fallback, tau)``."""
     fallback = jnp.any(member & (u.count < need))
-    ok = member & jnp.isfinite(mu) & (u.sigma > 0)
+    ok = member & jnp.isfinite(mu) & jnp.isfinite(u.sigma) & (u.sigma > 0)
     keep = jnp.where(fallback, plain_keep, uq_keep & ok)
     tau = jnp.where(fallback, jnp.nan, uq_tau).astype(fdtype)
     return keep, fallback, tau
