@@ -98,6 +98,37 @@ def test_csv_labels_may_begin_with_a_hash(tmp_path):
     np.testing.assert_array_equal(np.asarray(table.values), [[0.1, 0.05], [0.5, np.nan]])
 
 
+def test_csv_records_with_empty_or_non_numeric_cells_are_refused(tmp_path):
+    # NumPy's reader filled an empty integer cell with -1 and read an all-empty column as
+    # False (0.0): a made-up configuration or loss, silently
+    bad = {
+        "config,epoch,value\n0,1,0.5\n,1,0.4\n": r"line 3: the record has no value in column 'config'",
+        "config,epoch,value\n0,1,5\n0,2,\n1,1,3\n": r"line 3: the record has no value in column 'value'",
+        "config,epoch,value\n0,1,\n0,2,\n": r"line 2: the record has no value in column 'value'",
+        "config,epoch,value,test\n0,1,0.5,\n0,2,0.4,\n": r"line 2: the record has no value in column 'test'",
+        "config,epoch,value\n0,1,5\n0,2\n": r"line 3: the record has no value in column 'value'",
+        "config,epoch,value\n0,1,5\n0,2,x\n": r"line 3: column 'value' holds 'x', not a number",
+        "config,epoch,value\n0,N/A,5\n": r"line 2: column 'epoch' holds 'N/A', not a number",
+        "config,epoch,value,value\n0,1,5,6\n": r"the column 'value' more than once",
+    }
+    for i, (text, message) in enumerate(bad.items()):
+        path = tmp_path / f"bad{i}.csv"
+        path.write_text(text)
+        with pytest.raises(ValueError, match=message) as err:
+            sim.CurveTable.from_csv(path)
+        assert str(path) in str(err.value)
+
+
+def test_csv_blank_lines_byte_order_mark_spaces_and_quotes(tmp_path):
+    path = tmp_path / "t.csv"
+    path.write_bytes("\ufeffconfig , epoch,value,note\n\n\"a,1\",1, 0.5,x\n b ,1,0.25,\n\n\"a,1\",2.0,0.125,\n"
+                     .encode("utf-8"))
+    table, labels = sim.CurveTable.from_csv(path, return_labels=True)
+    assert list(labels) == ["a,1", "b"]
+    np.testing.assert_array_equal(np.asarray(table.values), [[0.5, 0.125], [0.25, np.nan]])
+    np.testing.assert_array_equal(np.asarray(table.mask), [[True, True], [True, False]])
+
+
 def test_save_and_load_tables_exactly(tmp_path):
     values, test, mask, _ = ragged(2)
     configs = np.random.default_rng(0).uniform(size=(NUM, 3))

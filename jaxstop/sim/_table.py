@@ -82,16 +82,29 @@ class CurveTable(NamedTuple):
 
     @classmethod
     def from_csv(cls, path, *, return_labels: bool = False):
-        """A table from a CSV file of records, read with NumPy (see :meth:`from_long`).
+        """A table from a CSV file of records (see :meth:`from_long`).
 
         The file has a header line naming the columns ``config``, ``epoch``, ``value`` and
         optionally ``test`` (in any order; other columns are ignored), fields separated by
-        commas and not quoted. Configuration labels are read as numbers where the whole
-        column is numeric, else as strings.
+        commas (a field may be quoted, as Python's :mod:`csv` reads it). Blank lines are
+        skipped, a UTF-8 byte-order mark (as spreadsheet programs write) is dropped, and
+        every other line is a record, which must have a non-empty cell in each of those
+        columns. Configuration labels are read as integers where every label is an integer,
+        else as numbers where every one is a number, else as strings.
 
         Raises:
-            ValueError: Naming the file, for a file that is not such a table (and the
-                errors of :meth:`from_long`).
+            ValueError: Naming the file (and the line and column where a record is at
+                fault: an empty cell, a value that is not a number), for a file that is not
+                such a table; and the errors of :meth:`from_long`.
+
+        Example:
+            >>> import tempfile, pathlib
+            >>> from jaxstop.sim import CurveTable
+            >>> path = pathlib.Path(tempfile.mkdtemp()) / "curves.csv"
+            >>> _ = path.write_text("config,epoch,value\\na,1,0.5\\na,2,0.4\\nb,1,0.6\\n")
+            >>> table, labels = CurveTable.from_csv(path, return_labels=True)
+            >>> labels, table.values.shape
+            (['a', 'b'], (2, 2))
         """
         return read_csv(path, return_labels=return_labels)
 
@@ -251,34 +264,78 @@ def from_long(config, epoch, value, test=None, *, return_labels: bool = False):
     return (table, labels) if return_labels else table
 
 
+def _numbers(fields: list[str], kind: type, name: str, column: str, lines: list[int]) -> np.ndarray:
+    """The cells of one CSV column as numbers (``int``: whole numbers, as integers where every
+    cell is an integer literal, else as floats); a ``ValueError`` names the line and the cell."""
+    if kind is int:
+        try:
+            return np.array([int(f) for f in fields], np.int64)
+        except (ValueError, OverflowError):
+            pass  # e.g. "2.0" or "1e3": read as floats, checked for whole numbers by from_long
+    out = np.empty(len(fields), np.float64)
+    for i, f in enumerate(fields):
+        try:
+            out[i] = float(f)
+        except ValueError:
+            raise ValueError(f"{name}, line {lines[i]}: column {column!r} holds {f!r}, not a number") from None
+    return out
+
+
+def _labels(fields: list[str]):
+    """Configuration labels: integers where every label is an integer literal, else floats where
+    every one is a number, else the strings as written."""
+    for kind in (int, float):
+        try:
+            return np.array([kind(f) for f in fields])
+        except (ValueError, OverflowError):
+            continue
+    return np.array(fields, dtype=str)
+
+
 def read_csv(path: str | os.PathLike, *, return_labels: bool = False):
     """A :class:`CurveTable` from a CSV file with a header and the columns ``config``,
-    ``epoch``, ``value`` and optionally ``test`` (any order; other columns are ignored),
-    read with NumPy; see :func:`from_long`. Fields are separated by commas and not quoted; every
-    line after the header is a record (no comment lines: a label may begin with ``#``)."""
+    ``epoch``, ``value`` and optionally ``test`` (any order; other columns are ignored); see
+    :meth:`CurveTable.from_csv` and :func:`from_long`. Read with Python's :mod:`csv` module
+    (commas; a field may be quoted); blank lines are skipped and a UTF-8 byte-order mark is
+    dropped; every other line after the header is a record (no comment lines: a label may
+    begin with ``#``). Every record must have each of the named columns' cells, non-empty."""
+    import csv
+
     name = os.fspath(path)
     try:
-        with open(name, encoding="utf-8") as f:
-            lines = [line for line in (f.readline(), f.readline()) if line.strip()]
+        with open(name, encoding="utf-8-sig", newline="") as f:
+            rows = [(i, row) for i, row in enumerate(csv.reader(f), start=1) if any(c.strip() for c in row)]
     except UnicodeDecodeError as err:
         raise ValueError(f"{name} is not a CSV table (not UTF-8 text): {err}") from err
-    if len(lines) < 2:
+    except csv.Error as err:
+        raise ValueError(f"{name} is not a readable CSV table: {err}") from err
+    if len(rows) < 2:
         raise ValueError(f"{name} is not a CSV table: it needs a header line (config,epoch,value) and at least "
                          "one record")
-    try:
-        # comments=None: a label may begin with "#" (NumPy would drop the record as a comment)
-        data = np.genfromtxt(name, delimiter=",", names=True, dtype=None, encoding="utf-8", autostrip=True,
-                             comments=None)
-    except (ValueError, IndexError) as err:
-        raise ValueError(f"{name} is not a readable CSV table: {err}") from err
-    columns = data.dtype.names or ()
-    missing = [c for c in ("config", "epoch", "value") if c not in columns]
+    header = [c.strip() for c in rows[0][1]]
+    missing = [c for c in ("config", "epoch", "value") if c not in header]
     if missing:
         raise ValueError(f"{name} must have the columns config, epoch, value (and optionally test); "
-                         f"missing {missing}, found {list(columns)}")
-    data = np.atleast_1d(data)
-    return from_long(data["config"], data["epoch"], data["value"],
-                     data["test"] if "test" in columns else None, return_labels=return_labels)
+                         f"missing {missing}, found {header}")
+    wanted = [c for c in ("config", "epoch", "value", "test") if c in header]
+    for c in wanted:
+        if header.count(c) > 1:
+            raise ValueError(f"{name} has the column {c!r} more than once")
+    where = {c: header.index(c) for c in wanted}
+    cells: dict[str, list[str]] = {c: [] for c in wanted}
+    lines = []
+    for line, row in rows[1:]:
+        for c in wanted:
+            j = where[c]
+            cell = row[j].strip() if j < len(row) else ""
+            if not cell:
+                raise ValueError(f"{name}, line {line}: the record has no value in column {c!r}")
+            cells[c].append(cell)
+        lines.append(line)
+    return from_long(_labels(cells["config"]), _numbers(cells["epoch"], int, name, "epoch", lines),
+                     _numbers(cells["value"], float, name, "value", lines),
+                     _numbers(cells["test"], float, name, "test", lines) if "test" in cells else None,
+                     return_labels=return_labels)
 
 
 def save_table(table: CurveTable, path: str | os.PathLike) -> None:
