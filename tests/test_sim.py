@@ -287,3 +287,36 @@ def test_policy_steps_document_themselves():
             assert step.__doc__.lstrip().startswith(f"``{name}("), (policy, name)
             params = list(inspect.signature(step).parameters)
             assert params[-1] == "params" and len(params) == {"init": 2, "ask": 3, "report": 5, "tell": 4}[name]
+
+
+@pytest.mark.parametrize("uq", [False, True])
+def test_traced_tables_count_the_jobs_they_cannot_answer(uq):
+    # A table traced under vmap cannot be checked: a configuration without a valid entry
+    # (row 2 of the second table) or a NaN at a job's end (row 1 of the third) must
+    # neither be read as a loss (the masked entry 0.05 was once returned as the incumbent's
+    # loss) nor pass unflagged: the job counts in bad_jobs and its result is NaN.
+    values = jnp.asarray([[0.9, 0.5, 0.4], [0.8, 0.3, 0.2], [0.7, 0.1, 0.05]])
+    full = jnp.ones((3, 3), bool)
+    empty_row = full.at[2].set(False)
+    masks = jnp.stack([full, empty_row, full])
+    vals = jnp.stack([values, values, values.at[1, 2].set(jnp.nan).at[2].set(jnp.nan)])
+    policy = (policies.sh(3, 3, eta=3, uq=True, delta_estimate="window") if uq
+              else policies.random_search(3, max_budget=3))
+
+    def run(v, m):
+        return sim.run(policy, sim.CurveTable(v, m), jax.random.key(0), max_jobs=8)
+
+    tr = jax.vmap(run)(vals, masks)
+    assert np.asarray(tr.bad_jobs)[0] == 0 and int(tr.incumbent[0]) == 2
+    assert float(tr.incumbent_value[0]) == 0.05
+    for b, rows in ((1, [2]), (2, [1, 2])):
+        active, config = np.asarray(tr.active[b]), np.asarray(tr.jobs.config[b])
+        result = np.asarray(tr.results.value[b])
+        # every job on the empty row gives NaN; the bad jobs are the active ones with NaN
+        assert np.all(np.isnan(result[active & (config == 2)]))
+        bad = active & np.isin(config, rows) & np.isnan(result)
+        assert bad.sum() >= 1 and int(tr.bad_jobs[b]) == bad.sum() == np.sum(active & np.isnan(result))
+        # the incumbent's loss is its curve's last: NaN exactly when that is a bad row (SH may
+        # keep row 1 of the third table, whose early losses are finite); never the empty row
+        inc = int(tr.incumbent[b])
+        assert inc != 2 and np.isfinite(float(tr.incumbent_value[b])) == (inc not in rows)

@@ -36,7 +36,10 @@ class Trace(NamedTuple):
             ``max_jobs`` if it never did, int32 ().
         num_jobs: Number of jobs run (``stop_job + 1``, or the jobs run before
             ``max_jobs`` cut the study), int32 ().
-        bad_jobs: Jobs whose config index was outside the table (clipped), int32 ().
+        bad_jobs: Jobs the table could not answer, int32 (): a config index outside the
+            table (clipped), a configuration without a valid entry (its result is NaN at
+            epoch 0), or a non-finite loss at the job's end. The last two only happen
+            with a table traced under ``jit`` / ``vmap``, whose values cannot be checked.
         jobs: The :class:`~jaxstop.policies.Job` of every step, stacked (max_jobs, ...).
         results: The :class:`~jaxstop.policies.Result` of every step.
         infos: The policy's info of every step (``None`` unless ``record="full"``).
@@ -92,8 +95,11 @@ def _evaluate(policy: Policy, table: CurveTable, lengths, job: Job, state, param
     row = table.values[c]
     end = jnp.clip(job.budget, 1, lengths[c])
     start = jnp.clip(job.start, 0, end)
+    # a row without a valid entry (only in a traced table) has no loss to give
+    some = lengths[c] > 0
+    nan = jnp.asarray(jnp.nan, row.dtype)
     if policy.report is None:
-        return Result(row[end - 1], end, jnp.asarray(False)), state
+        return Result(jnp.where(some, row[jnp.maximum(end - 1, 0)], nan), end, jnp.asarray(False)), state
 
     def train(row, start, end, state, job, params):
         def cond(carry):
@@ -113,7 +119,7 @@ def _evaluate(policy: Policy, table: CurveTable, lengths, job: Job, state, param
     if _state_bytes(state) > ALONE_STATE_BYTES:
         train = batching.grouped_on_cpu(train, 1)
     epoch, stopped, state, value = train(row, start, stop_at, state, job, params)
-    return Result(value, epoch.astype(jnp.int32), stopped), state
+    return Result(jnp.where(some, value, nan), epoch.astype(jnp.int32), stopped), state
 
 
 def _lookup(table: CurveTable, lengths, job: Job, history: int) -> Result:
@@ -130,7 +136,9 @@ def _lookup(table: CurveTable, lengths, job: Job, history: int) -> Result:
     hist = jnp.where(jnp.arange(h) < end - first, window, jnp.nan)
     if history > h:
         hist = jnp.concatenate([hist, jnp.full((history - h,), jnp.nan, hist.dtype)])
-    return Result(table.values[c, end - 1], end.astype(jnp.int32), jnp.asarray(False), hist)
+    # a row without a valid entry (only in a traced table) has no loss to give
+    value = jnp.where(end > 0, table.values[c, jnp.maximum(end - 1, 0)], jnp.nan)
+    return Result(value, end.astype(jnp.int32), jnp.asarray(False), hist)
 
 
 class _Carry(NamedTuple):
@@ -142,7 +150,7 @@ class _Carry(NamedTuple):
     spent: jax.Array
     incumbent: jax.Array
     stop_job: jax.Array
-    bad: jax.Array        # jobs whose config index was outside the table
+    bad: jax.Array        # jobs the table could not answer (Trace.bad_jobs)
 
 
 def check_record(record) -> str:
@@ -234,7 +242,9 @@ def _run(policy: Policy, table: CurveTable, key, params, max_jobs: int, batched:
         incumbent = jnp.where(count > 0, jnp.asarray(info.incumbent, jnp.int32), c.incumbent)
         terminate = (count > 0) & jnp.asarray(info.terminate, bool)
         n = c.n + count
-        bad = jnp.sum(act & ((jobs.config < 0) | (jobs.config >= num_configs))).astype(jnp.int32)
+        # a job on a row without a valid entry has a NaN result (_lookup, _evaluate)
+        answered = (jobs.config >= 0) & (jobs.config < num_configs) & jnp.isfinite(results.value)
+        bad = jnp.sum(act & ~answered).astype(jnp.int32)
         c = _Carry(state, n, c.done | terminate, c.spent + jnp.sum(cost).astype(jnp.int32), incumbent,
                    jnp.where(terminate, n - 1, c.stop_job), c.bad + bad)
         return c, recorded(jobs, results, infos, act)
@@ -277,8 +287,8 @@ def _run(policy: Policy, table: CurveTable, key, params, max_jobs: int, batched:
     _, c, staged = jax.lax.while_loop(cond, body, (zero, c0, staged0))
     incumbent = c.incumbent
     inc = jnp.clip(incumbent, 0, num_configs - 1)
-    last = lengths[inc] - 1
-    has_inc = incumbent >= 0
+    last = jnp.maximum(lengths[inc] - 1, 0)
+    has_inc = (incumbent >= 0) & (lengths[inc] > 0)
     nan = jnp.asarray(jnp.nan, table.values.dtype)
     inc_value = jnp.where(has_inc, table.values[inc, last], nan)
     inc_test = nan if table.test is None else jnp.where(has_inc, table.test[inc, last], nan)
