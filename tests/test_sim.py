@@ -187,6 +187,10 @@ def test_bad_run_arguments_raise():
         sim.run_batch(policy, table, jax.random.split(jax.random.key(0), 2), params=policies.sh(4, 5).default_params())
     with pytest.raises(TypeError, match="one PRNG key"):
         sim.run(policy, table, jax.random.split(jax.random.key(0), 2))
+    with pytest.raises(ValueError, match="devices must name at least one device"):
+        sim.run_batch(policy, table, jax.random.split(jax.random.key(0), 2), devices=[])
+    with pytest.raises(ValueError, match="devices must name at least one device"):
+        sim.run_many(policy, table, jax.random.key(0), 2, devices=[], progress=False)
     for dtype in (jnp.int32, jnp.float16, "bfloat16", bool):
         with pytest.raises(TypeError, match="dtype must be a floating dtype"):
             policies.sh(4, 5, dtype=dtype)

@@ -223,6 +223,8 @@ def run_many(
     params = resolve_params(policy, params)
     num_procs, proc = jax.process_count(), jax.process_index()
     devices = list(jax.local_devices() if devices is None else devices)
+    if not devices:
+        raise ValueError("devices must name at least one device (or be None: this process's devices)")
     if any(d.process_index != proc for d in devices):
         raise ValueError("devices must be devices of this process (jax.local_devices()); under jax.distributed "
                          "each process runs its own chunks on its own devices")

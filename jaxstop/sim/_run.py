@@ -436,6 +436,8 @@ def run_batch(
     record = check_record(record)
     params = resolve_params(policy, params)
     devices = list(jax.devices() if devices is None else devices)
+    if not devices:
+        raise ValueError("devices must name at least one device (or be None: all of them)")
     _checks.check_key(keys, "keys", batched=True)
     n = keys.shape[0]
     if n % len(devices):
