@@ -116,6 +116,53 @@ def test_checkpoint_resumes_bit_identically_and_refuses_other_arguments(tmp_path
                          chunk_size=args["chunk_size"], checkpoint=ckpt, progress=False)
 
 
+def fixed_config_policy(config):
+    """Random search whose every job trains ``config``: a user's policy built by a factory,
+    its steps closures that differ only in the value they capture."""
+    base = policies.random_search(NUM, max_budget=T)
+
+    def ask(key, state, params):
+        job, state = base.ask(key, state, params)
+        return job._replace(config=jnp.asarray(config, jnp.int32)), state
+
+    return policies.Policy(base.init, ask, None, base.tell, base.default_params)
+
+
+def test_checkpoints_tell_apart_closures_of_one_function(tmp_path):
+    tab, key = table(3), jax.random.key(0)
+    ckpt = tmp_path / "study"
+    one = sim.run_many(fixed_config_policy(1), tab, key, 4, chunk_size=2, checkpoint=ckpt, progress=False, max_jobs=NUM)
+    assert np.asarray(one.incumbent).tolist() == [1] * 4
+    # another captured value is another study (it was once resumed from this checkpoint)
+    with pytest.raises(ValueError, match="other arguments"):
+        sim.run_many(fixed_config_policy(2), tab, key, 4, chunk_size=2, checkpoint=ckpt, progress=False, max_jobs=NUM)
+    # the same factory and value resume, in this process and in another one (the
+    # fingerprint does not depend on addresses or on string hashing)
+    again = sim.run_many(fixed_config_policy(1), tab, key, 4, chunk_size=2, checkpoint=ckpt, progress=False, max_jobs=NUM)
+    assert same(again, one)
+    script = textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {os.path.dirname(__file__)!r})
+        import jax
+        jax.config.update("jax_enable_x64", True)
+        from jaxstop import sim
+        from test_sim_many import fixed_config_policy, table
+        print(sim._many.fingerprint(fixed_config_policy(1), table(3)),
+              sim._many.fingerprint(fixed_config_policy(2), table(3)))
+    """)
+    prints = []
+    for seed in ("1", "2"):
+        env = dict(os.environ, PYTHONHASHSEED=seed, JAX_PLATFORMS="cpu")
+        out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120)
+        assert out.returncode == 0, out.stderr
+        prints.append(out.stdout.split()[-2:])
+    assert prints[0] == prints[1] and prints[0][0] != prints[0][1]
+    # a checkpoint path that is a file is refused before any run
+    (tmp_path / "a_file").write_text("x")
+    with pytest.raises(ValueError, match="exists and is not a directory"):
+        sim.run_many(fixed_config_policy(1), tab, key, 4, checkpoint=tmp_path / "a_file", progress=False, max_jobs=NUM)
+
+
 def test_bad_arguments_raise():
     policy = policies.random_search(NUM, max_budget=T)
     with pytest.raises(ValueError, match="num_runs"):

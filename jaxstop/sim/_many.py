@@ -10,6 +10,7 @@ import os
 import re
 import sys
 import time
+import types
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -60,8 +61,9 @@ def run_keys(key: jax.Array, start: int, count: int) -> jax.Array:
     return _fold_range(key, jnp.uint32(start), count)
 
 
-def _feed(h, x) -> None:
-    """Feeds a stable description of ``x`` (arrays by content, functions by name) to ``h``."""
+def _feed(h, x, seen: frozenset = frozenset()) -> None:
+    """Feeds a stable description of ``x`` (arrays by content; a Python function by its
+    name, its code, its defaults and the values it closes over) to ``h``."""
     if isinstance(x, (jax.Array, np.ndarray)) and not isinstance(x, jax.core.Tracer):
         if _checks.is_prng_key(x) and jnp.issubdtype(x.dtype, jax.dtypes.prng_key):
             h.update(f"key:{jax.random.key_impl(x)}".encode())
@@ -75,26 +77,55 @@ def _feed(h, x) -> None:
         fields = [v for k, v in zip(x._fields, x) if k != "tell_batch_last"]
         h.update(f"Policy[{len(fields)}](".encode())
         for v in fields:
-            _feed(h, v)
+            _feed(h, v, seen)
         h.update(b")")
     elif isinstance(x, (list, tuple)):
         h.update(f"{type(x).__name__}[{len(x)}](".encode())
         for v in x:
-            _feed(h, v)
+            _feed(h, v, seen)
         h.update(b")")
+    elif isinstance(x, (set, frozenset)):  # in an order that does not depend on hashing
+        h.update(f"set[{len(x)}]".encode() + repr(sorted(repr(v) for v in x)).encode())
     elif isinstance(x, dict):
         h.update(b"dict(")
         for k in sorted(x, key=repr):
-            _feed(h, k)
-            _feed(h, x[k])
+            _feed(h, k, seen)
+            _feed(h, x[k], seen)
         h.update(b")")
     elif callable(x) and hasattr(x, "__qualname__") and not hasattr(x, "static"):
         h.update(f"fn:{getattr(x, '__module__', '')}.{x.__qualname__}".encode())
+        own = getattr(x, "__module__", "").startswith("jaxstop.")
+        if isinstance(x, types.FunctionType) and not own and id(x) not in seen:
+            # two closures of one function differ by what they capture (a policy's steps
+            # built by a factory of the user's): their code, defaults and cells count.
+            # jaxstop's own functions go by name (their configuration is the static value
+            # beside them), so that a checkpoint resumes under a later version
+            seen = seen | {id(x)}
+            _feed_code(h, x.__code__)
+            _feed(h, (x.__defaults__, x.__kwdefaults__), seen)
+            for cell in x.__closure__ or ():
+                try:
+                    _feed(h, cell.cell_contents, seen)
+                except ValueError:  # an empty cell
+                    h.update(b"empty-cell")
     elif hasattr(x, "static") and hasattr(x, "fn"):  # a policy step or its default params
-        _feed(h, (getattr(x, "name", "params"), x.fn, x.static.value))
+        _feed(h, (getattr(x, "name", "params"), x.fn, x.static.value), seen)
     else:
         text = repr(x)
         h.update(re.sub(r" at 0x[0-9a-fA-F]+", "", text).encode())
+
+
+def _feed_code(h, code: types.CodeType) -> None:
+    """Feeds a function's bytecode, the names it uses and its constants (nested code too)."""
+    h.update(code.co_code)
+    h.update(repr(code.co_names).encode())
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            _feed_code(h, const)
+        elif isinstance(const, frozenset):  # `x in {...}`: its order depends on string hashing
+            h.update(repr(sorted(repr(v) for v in const)).encode())
+        else:
+            h.update(repr(const).encode())
 
 
 def fingerprint(*args) -> str:
@@ -112,6 +143,8 @@ def _write_atomic(tree, path: Path) -> None:
 
 def _manifest(directory: Path, digest: str, num_runs: int, chunk_size: int) -> None:
     """Writes the manifest of a new checkpoint, or refuses one written with other arguments."""
+    if directory.exists() and not directory.is_dir():
+        raise ValueError(f"checkpoint {str(directory)!r} exists and is not a directory")
     path = directory / _MANIFEST
     want = {"format": _FORMAT, "fingerprint": digest, "num_runs": num_runs, "chunk_size": chunk_size}
     if path.exists():
@@ -181,7 +214,11 @@ def run_many(
     the call returns once every file is written. Called again with the same arguments after an
     interruption, ``run_many`` loads the chunks that exist and computes the others:
     the result is bit-identical to an uninterrupted run on the same machine. A
-    directory written with other arguments is refused (``ValueError``).
+    directory written with other arguments is refused (``ValueError``). The arguments are
+    compared by a digest: arrays by content; jaxstop's policies by their steps' names and
+    static configuration; a step function of your own by its name, its bytecode, its
+    defaults and the values it closes over (not by the globals it reads: change a global
+    that a step reads and use a new directory).
 
     Across hosts: called by every process of a ``jax.distributed`` program (same
     arguments), process ``p`` of ``P`` runs chunks ``p, p + P, ...`` on its own
