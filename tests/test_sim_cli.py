@@ -267,3 +267,12 @@ def test_bad_input_gives_a_clear_error(tmp_path, capsys):
     assert main(["simulate", "--table", "alexnet", "--policy", "auto_termination_bo", "--out", "o.npz"]) == 2
     assert "needs --threshold" in capsys.readouterr().err
     assert main(["bench"]) == 2 and "unknown command 'bench'" in capsys.readouterr().err
+    # checked before any run (an unwritable --out once failed after the whole study)
+    (tmp_path / "a_file").write_text("x")
+    for extra, message in ((["--out", str(tmp_path / "no" / "x.npz")], "the directory"),
+                           (["--out", str(tmp_path)], "is a directory"),
+                           (["--out", "o.npz", "--checkpoint", str(tmp_path / "a_file")], "is not a directory"),
+                           (["--out", "o.npz", "--seed", str(2**70)], "--seed must be a 64-bit signed integer")):
+        with pytest.raises(SystemExit) as exit_:
+            main(["simulate", "--table", "alexnet", "--policy", "sh"] + extra)
+        assert exit_.value.code == 2 and message in capsys.readouterr().err

@@ -232,6 +232,17 @@ def cli(argv: Sequence[str] | None = None, prog: str | None = "python -m jaxstop
         value = getattr(args, dest)
         if value is not None and value < (2 if dest == "grid_points" else 1):
             parser.error(f"--{dest.replace('_', '-')} must be >= {2 if dest == 'grid_points' else 1}, got {value}")
+    if not -2**63 <= args.seed < 2**63:
+        parser.error(f"--seed must be a 64-bit signed integer, got {args.seed}")
+    out_dir = os.path.dirname(os.path.abspath(args.out))
+    if os.path.isdir(args.out):
+        parser.error(f"--out {args.out} is a directory: name the file to write")
+    if not os.path.isdir(out_dir):
+        parser.error(f"--out {args.out}: the directory {out_dir} does not exist")
+    if not os.access(out_dir, os.W_OK):
+        parser.error(f"--out {args.out}: the directory {out_dir} is not writable")
+    if args.checkpoint is not None and os.path.exists(args.checkpoint) and not os.path.isdir(args.checkpoint):
+        parser.error(f"--checkpoint {args.checkpoint} exists and is not a directory")
     if args.dtype == "float64":
         jax.config.update("jax_enable_x64", True)
     try:
@@ -242,7 +253,7 @@ def cli(argv: Sequence[str] | None = None, prog: str | None = "python -m jaxstop
                           record=args.record)
         summary = summarize(traces, table, budget_grid=args.grid_points)
         _io.save({"summary": summary, "traces": traces}, args.out, compact=True)
-    except (ValueError, TypeError) as err:
+    except (ValueError, TypeError, OSError) as err:  # OSError: e.g. a disk that filled up while writing
         print(f"{parser.prog}: error: {err}", file=sys.stderr)
         return 2
     rows, cols = table.values.shape
