@@ -478,6 +478,18 @@ def test_convergence_stop_matches_authors_loop(seed, k):
     assert int(stops[1]) == authors_conv(best, k + 3)[0]
 
 
+def test_convergence_stop_after_an_incumbent_of_minus_infinity():
+    # Nothing improves on -inf: the count runs on from the row that reached it, as in the
+    # authors' loop (-inf < -inf is False); it was once reset at every row, and never fired.
+    best = np.concatenate([10.0 - 0.1 * np.arange(25), np.full(15, -np.inf)])
+    for k in (1, 2, 5, 14):
+        stop, fired = regret.convergence_stop(jnp.asarray(best), k, start=20)
+        assert (int(stop), bool(fired)) == authors_conv(best, k) == (25 + k, True)
+    stops = regret.stop_iterations(jnp.full(40, jnp.inf), jnp.full(40, 0.1), jnp.asarray(best), jnp.arange(40),
+                                   min_evaluations=1, conv_patience=(2, 3))
+    assert np.asarray(stops.conv_fired).tolist() == [True, True]
+
+
 def test_stop_rules_reproduce_all_published_stops(datasets):
     """All 5,320 stopping iterations of result_identity_cv_top0.5.csv from the authors'
     bound traces, recorded EI / PI and the rules of their stop_methods.py."""

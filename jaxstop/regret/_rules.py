@@ -60,7 +60,8 @@ def _conv_counts(best, allowed, rtol):
     best = jnp.where(allowed & ~jnp.isnan(best), best, inf)  # padded rows inert; NaN: no improvement
     running = jax.lax.cummin(best)
     before = jnp.concatenate([inf[None], running[:-1]])
-    level = jnp.where(jnp.isfinite(before), before - rtol * jnp.abs(before), inf)
+    # no value yet (+inf): any real value improves; after -inf nothing can
+    level = jnp.where(jnp.isfinite(before), before - rtol * jnp.abs(before), before)
     improved = allowed & (best < level)
     first = allowed & (jnp.cumsum(allowed) == 1)
     pos = jnp.cumsum(allowed).astype(jnp.int32)
