@@ -252,6 +252,21 @@ def test_regret_bound_matches_dense_float64_eq8(problem, rng):
     assert not bool(rb0.ok) and float(rb0.bound) == np.inf
 
 
+def test_acquisitions_compile_once_whatever_form_best_takes(problem):
+    # best given as a Python float, a NumPy scalar or a (weakly typed) jnp.array(0.2): one
+    # program per shape (a weakly typed best once gave the jitted kernel a second signature)
+    X, y, cand = problem
+    post = gp.posterior(gp.params(1.0, [0.4, 0.4, 0.4], 1e-3), jnp.asarray(X), jnp.asarray(y))
+    Q = jnp.asarray(cand[:5])
+    for fn in (regret.expected_improvement, regret.probability_of_improvement):
+        first = fn(post, Q, 0.1)
+        with count_compilations() as compiled:
+            values = [fn(post, Q, b) for b in (0.1, np.float64(0.1), jnp.array(0.1), jnp.asarray(0.1, jnp.float64))]
+        assert compiled["_acq_jit"] == 0, compiled
+        for v in values:
+            np.testing.assert_array_equal(np.asarray(v), np.asarray(first))
+
+
 def test_regret_bound_float32(problem):
     X, y, cand = problem
     p = gp.params(1.0, [0.4, 0.4, 0.4], 1e-3)

@@ -65,6 +65,8 @@ def float_array(x, name: str, dtype=None) -> jax.Array:
     if isinstance(x, jax.Array) and x.dtype.name in SUPPORTED_FLOATS:
         # already a JAX float array: no conversion to dispatch (an eager jnp.asarray or a
         # same-dtype astype costs tens of microseconds, which latency-bound callers notice)
+        if x.weak_type:  # jnp.array(0.2): strongly typed, as every other input (one jit signature)
+            return jnp.asarray(x, dtype=x.dtype if dtype is None else dtype)
         return x if dtype is None or x.dtype == jnp.dtype(dtype) else x.astype(dtype)
     if x is None:
         raise TypeError(f"{name} must be array-like of numbers, got None")
