@@ -313,9 +313,8 @@ def test_replay_threshold_ignores_folds_of_padded_evaluations():
     folds[[0, 3]] = np.nan  # padded evaluations, their folds marked real by fold_mask
     cfg = types.SimpleNamespace(lag=0, test_train_ratio=None, ddof=1, ties_last=False)
     fold_mask = np.ones((T, k), bool)
-    _, incumbent, best, num_eval, thr, var = _replay._replay_prefix(jnp.zeros((T, 1)), jnp.asarray(values),
-                                                                    jnp.asarray(folds), jnp.asarray(mask),
-                                                                    jnp.asarray(fold_mask), cfg)
+    _, incumbent, best, num_eval, thr, var, std = _replay._replay_prefix(
+        jnp.zeros((T, 1)), jnp.asarray(values), jnp.asarray(folds), jnp.asarray(mask), jnp.asarray(fold_mask), cfg)
     # Row 0 has no real evaluation yet (threshold of no folds: 0); later rows use the real
     # incumbent's folds (Eq. 9-10 in NumPy).
     assert float(thr[0]) == 0.0 and float(var[0]) == 0.0 and int(num_eval[0]) == 0
@@ -324,6 +323,7 @@ def test_replay_threshold_ignores_folds_of_padded_evaluations():
         assert mask[i] and values[i] == min(values[: t + 1][mask[: t + 1]])
         assert float(thr[t]) == pytest.approx(np_threshold(folds[i], fold_mask[i], ddof=1), rel=1e-13)
         assert float(var[t]) == pytest.approx(np.var(folds[i], ddof=1), rel=1e-13)
+        assert float(std[t]) == pytest.approx(np.std(folds[i], ddof=1), rel=1e-13)
 
 
 def test_replay_traced_status_per_row():
@@ -359,11 +359,15 @@ def test_replay_traced_status_per_row():
     nan_rows = (inc == inc[-1]) & (np.arange(T) >= 3)
     np.testing.assert_array_equal(np.asarray(res.ok), (np.arange(T) >= 3) & ~nan_rows)
     np.testing.assert_array_equal(np.asarray(res.reason)[nan_rows], Reason.BAD_INPUT)
-    # finite folds whose variance overflows: NOT_FINITE on those rows
+    # finite folds whose variance overflows: their threshold (about 1e300) is computed on
+    # rescaled folds and is right, but the variance the result reports cannot be
+    # represented: NOT_FINITE on those rows
     fo = folds.copy()
     fo[inc[-1]] = [1e300, -1e300, 1e300]
     res = f(X, values, fo, real)
-    assert np.all(np.isnan(np.asarray(res.threshold)[nan_rows]))
+    unit = float(regret.cv_threshold(jnp.asarray([1.0, -1.0, 1.0])))
+    np.testing.assert_allclose(np.asarray(res.threshold)[nan_rows], 1e300 * unit, rtol=1e-14)
+    assert np.all(np.isnan(np.asarray(res.variance)[nan_rows]))
     np.testing.assert_array_equal(np.asarray(res.reason)[nan_rows], Reason.NOT_FINITE)
 
 
@@ -570,3 +574,31 @@ def test_optuna_terminator_fits_the_gp_its_options_name():
     assert out.params.warped and out.inv_hessian.shape == i.init_inv_hessian.shape
     with pytest.raises(ValueError, match="^options.prior must be one of"):
         RegretBoundTerminator(options=regret.FitOptions(prior="gaussian"))
+
+
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.float64])
+def test_cv_threshold_scales_with_the_folds_whose_squares_leave_the_dtype(dtype):
+    # Eq. (9)-(10) is homogeneous of degree 1 in the folds, and scaling by a power of two is
+    # exact: folds times 2^e must give the threshold times 2^e, bit for bit, also where the
+    # squares overflow (2^70 in float32) or underflow (2^-70); the threshold once came out
+    # NaN and 0 (with a study that could never stop and no sign of why).
+    folds = jnp.asarray([1.0, 1.1, 0.9, 1.05, 0.95], dtype)
+    base = regret.cv_threshold(folds)
+    big = 600 if dtype == jnp.float64 else 70
+    for e in (big, -big, 3, -3):
+        scaled = regret.cv_threshold(folds * dtype(2.0 ** e))
+        assert float(scaled) == float(base) * 2.0 ** e, e
+    # the rules' thresholds on s (Sec. 4.1's sqrt(0.5 s^2), the auto-termination policy's
+    # threshold_variance) scale the same way; s against NumPy's std of the folds
+    from jaxstop._src import termination
+
+    real = jnp.ones(folds.shape, bool)
+    std0 = termination.cv_std(folds, real, 0)[0]
+    assert float(std0) == pytest.approx(np.std(np.asarray(folds, np.float64)), rel=4 * float(jnp.finfo(dtype).eps))
+    rule0 = termination.scaled_threshold(base, std0, 0.0, 0.5)
+    for e in (big, -big):
+        f = folds * dtype(2.0 ** e)
+        std = termination.cv_std(f, real, 0)[0]
+        assert float(std) == float(std0) * 2.0 ** e, e
+        rule = termination.scaled_threshold(regret.cv_threshold(f), std, 0.0, 0.5)
+        assert float(rule) == float(rule0) * 2.0 ** e, e

@@ -7,7 +7,7 @@ share: the top ``max(min_points, floor(fraction * n))`` evaluations (:func:`top_
 gathered into a fixed capacity), standardised, the GP fitted by
 :func:`jaxstop._src.gp_fit.fit_profiled` (warm-started) and the bound of
 :func:`jaxstop._src.regret_bound.bound_core`. Also the CV threshold of Eq. (9)-(10)
-(:func:`cv_threshold`, on the fold variance :func:`cv_variance`) and the threshold of
+(:func:`cv_threshold`, on the fold variance :func:`cv_variance` and its root :func:`cv_std`) and the threshold of
 one stopping rule (:func:`scaled_threshold`); :func:`acquisition_config` turns the
 bound's settings into those of the BO's own GP, fitted on every evaluation (the EI / PI
 baselines). No argument validation here; :mod:`jaxstop.regret` validates.
@@ -29,7 +29,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxstop._src import batching, checks, gp_core, gp_fit, gp_priors, gp_starts, optim, regret_bound, status
+from jaxstop._src import batching, checks, gp_core, gp_fit, gp_priors, gp_starts, numerics, optim, regret_bound, status
 from jaxstop._src.regret_bound import RegretBound
 from jaxstop._src.warping import PRIOR_MODE
 from jaxstop._src.status import Reason
@@ -43,6 +43,7 @@ __all__ = [
     "top_capacity",
     "standardized_top",
     "cv_variance",
+    "cv_std",
     "cv_threshold",
     "scaled_threshold",
     "acquisition_config",
@@ -86,6 +87,25 @@ def standardized_top(X, y, avail, capacity: int, fraction: float, min_points: in
     return order, tmask, top, Xt, z, mean, std
 
 
+def _scaled_variance(fold_scores, mask, ddof):
+    """``(v, inv, k, bad)``: the variance of the real folds computed on the folds scaled by
+    the power of two ``inv`` just above their largest magnitude (exact), so that ``v / inv^2``
+    is their variance wherever that is representable, and neither the squares of folds near
+    1e20 (float32) overflow nor those near 1e-20 underflow; ``k`` the number of real folds
+    (a float) and ``bad`` whether a real fold is not finite."""
+    dt = fold_scores.dtype
+    bad = jnp.any(mask & ~jnp.isfinite(fold_scores), axis=-1)
+    x = checks.inert_rows(fold_scores, mask & jnp.isfinite(fold_scores), 0)
+    inv = numerics.inverse_power_of_two(jnp.max(jnp.abs(x), axis=-1))
+    x = x * inv[..., None]
+    k = jnp.sum(mask, axis=-1).astype(dt)
+    mean = jnp.sum(x, axis=-1) / jnp.maximum(k, 1)
+    dev = jnp.where(mask, x - mean[..., None], 0)
+    var = jnp.sum(dev * dev, axis=-1) / jnp.maximum(k - ddof, 1)
+    var = jnp.where((k >= 2) & (k > ddof), var, 0)
+    return var, inv, k, bad
+
+
 def cv_variance(fold_scores, mask, ddof):
     """``(s^2, k)`` over the last axis: the variance of the real folds with ``1 / (k - ddof)``
     (``ddof = 0``: the ``1/k`` of Algorithm 1, line 11) and their number ``k`` (a float).
@@ -93,41 +113,47 @@ def cv_variance(fold_scores, mask, ddof):
     Padded folds (``mask`` False) are made inert first. ``s^2`` is 0 where fewer than 2
     folds (or ``<= ddof``) are real and NaN where a real fold is not finite or the variance
     overflows (a variance the data do not define)."""
-    dt = fold_scores.dtype
-    bad = jnp.any(mask & ~jnp.isfinite(fold_scores), axis=-1)
-    x = checks.inert_rows(fold_scores, mask & jnp.isfinite(fold_scores), 0)
-    k = jnp.sum(mask, axis=-1).astype(dt)
-    mean = jnp.sum(x, axis=-1) / jnp.maximum(k, 1)
-    dev = jnp.where(mask, x - mean[..., None], 0)
-    var = jnp.sum(dev * dev, axis=-1) / jnp.maximum(k - ddof, 1)
-    var = jnp.where((k >= 2) & (k > ddof), var, 0)
+    var, inv, k, bad = _scaled_variance(fold_scores, mask, ddof)
+    var = var / (inv * inv)
     return jnp.where(bad | ~jnp.isfinite(var), jnp.nan, var), k
+
+
+def cv_std(fold_scores, mask, ddof):
+    """``(s, k)``: the square root of :func:`cv_variance`'s ``s^2``, finite wherever ``s`` is
+    representable (also where ``s^2`` overflows or underflows); NaN where a real fold is not
+    finite."""
+    var, inv, k, bad = _scaled_variance(fold_scores, mask, ddof)
+    std = jnp.sqrt(var) / inv
+    return jnp.where(bad | ~jnp.isfinite(std), jnp.nan, std), k
 
 
 def cv_threshold(fold_scores, mask, ratio, ddof):
     """Eq. (9)-(10) over the last axis, ``sqrt((1/k + ratio) s^2)`` with ``ratio = 1/(k-1)``
-    when None (see :func:`jaxstop.regret.cv_threshold`); ``s^2`` of :func:`cv_variance`,
-    whose 0 (fewer than 2 real folds) and NaN (a non-finite real fold, an overflow: a
-    threshold the data do not define, ``bound < NaN`` never stops) it keeps."""
+    when None (see :func:`jaxstop.regret.cv_threshold`); 0 with fewer than 2 real folds, NaN
+    where a real fold is not finite or the threshold overflows (a threshold the data do not
+    define: ``bound < NaN`` never stops). Computed on the folds scaled by a power of two
+    (:func:`_scaled_variance`): the same value as unscaled wherever that is representable,
+    and the right one for folds whose squares overflow or underflow (about 1e+-19 and beyond
+    in float32)."""
     dt = fold_scores.dtype
-    var, k = cv_variance(fold_scores, mask, ddof)
+    var, inv, k, bad = _scaled_variance(fold_scores, mask, ddof)
     r = 1 / jnp.maximum(k - 1, 1) if ratio is None else jnp.asarray(ratio, dt)
-    thr = jnp.sqrt((1 / jnp.maximum(k, 1) + r) * var)
-    return jnp.where(jnp.isfinite(thr), thr, jnp.nan)
+    thr = jnp.sqrt((1 / jnp.maximum(k, 1) + r) * var) / inv
+    return jnp.where(bad | ~jnp.isfinite(thr), jnp.nan, thr)
 
 
-def scaled_threshold(threshold, variance, scale, variance_factor):
-    """The threshold of one stopping rule: ``scale * threshold + sqrt(variance_factor * s^2)``.
+def scaled_threshold(threshold, std, scale, variance_factor):
+    """The threshold of one stopping rule: ``scale * threshold + sqrt(variance_factor) * s``.
 
-    ``threshold`` is Eq. (9)-(10)'s ``sqrt((1/k + n_test/n_train) s^2)`` and ``variance``
-    its ``s^2`` (:func:`cv_variance`). A rule sets one of the two factors and leaves the
-    other 0: ``scale`` multiplies the standard deviation (the authors' code: ``Ours_c`` is
+    ``threshold`` is Eq. (9)-(10)'s ``sqrt((1/k + n_test/n_train) s^2)`` and ``std`` its
+    ``s`` (:func:`cv_std`). A rule sets one of the two factors and leaves the other 0:
+    ``scale`` multiplies the standard deviation (the authors' code: ``Ours_c`` is
     ``scale = c / 0.21``), ``variance_factor`` replaces Eq. (9)'s ``1/k + n_test/n_train``
     (the text of Sec. 4.1: ``Ours_0.5`` is ``sqrt(0.5 s^2)``). A factor of 0 leaves its term
     out (an infinite ``threshold`` does not reach a variance rule as ``0 * inf``); NaN
     wherever a term that is in is NaN (a rule that never fires)."""
     std_term = jnp.where(scale != 0, scale * threshold, 0)
-    var_term = jnp.where(variance_factor != 0, jnp.sqrt(variance_factor * variance), 0)
+    var_term = jnp.where(variance_factor != 0, jnp.sqrt(variance_factor) * std, 0)
     return std_term + var_term
 
 

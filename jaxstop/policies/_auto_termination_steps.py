@@ -291,8 +291,8 @@ def tell(cfg: AutoTerminationConfig, state: AutoTerminationState, job: Job, resu
         row = params.fold_scores[jnp.clip(inc.config, 0, num_configs - 1)]
         real = jnp.ones(row.shape, bool)
         cv = _termination.cv_threshold(row, real, cfg.test_train_ratio, cfg.ddof)
-        var, _ = _termination.cv_variance(row, real, cfg.ddof)
-        part = _termination.scaled_threshold(cv, var, params.threshold_scale, params.threshold_variance)
+        std, _ = _termination.cv_std(row, real, cfg.ddof)
+        part = _termination.scaled_threshold(cv, std, params.threshold_scale, params.threshold_variance)
         thr = thr + jnp.where(has, part, 0)
     rb = fb.bound
     criterion = (count >= cfg.min_iterations) & (rb.bound < thr)

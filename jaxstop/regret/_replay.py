@@ -204,8 +204,8 @@ def _replay_row(warm, t, data, cfg: _ReplayConfig, capacity: int, acq_capacity: 
 
 
 def _replay_prefix(configs, values, fold_scores, mask, fold_mask, cfg: _ReplayConfig):
-    """Incumbent, best value, CV threshold, fold variance and evaluation count of every
-    row (no GP)."""
+    """Incumbent, best value, evaluation count, CV threshold, fold variance and its root of
+    every row (no GP)."""
     T = values.shape[0]
     idx = jnp.arange(T)
     avail0 = mask & jnp.isfinite(values)
@@ -220,8 +220,9 @@ def _replay_prefix(configs, values, fold_scores, mask, fold_mask, cfg: _ReplayCo
     # Folds of padded evaluations are inert like the evaluations themselves.
     real_folds = fold_mask & mask[:, None]
     var_all, _ = termination.cv_variance(fold_scores, real_folds, cfg.ddof)
+    std_all, _ = termination.cv_std(fold_scores, real_folds, cfg.ddof)
     thr_all = termination.cv_threshold(fold_scores, real_folds, cfg.test_train_ratio, cfg.ddof)
-    return avail0, incumbent, best, num_eval, thr_all[incumbent], var_all[incumbent]
+    return avail0, incumbent, best, num_eval, thr_all[incumbent], var_all[incumbent], std_all[incumbent]
 
 
 def _replay_impl(key, configs, values, fold_scores, mask, fold_mask, dim_mask, ei_rec, pi_rec, size, delta, scale,
@@ -229,8 +230,8 @@ def _replay_impl(key, configs, values, fold_scores, mask, fold_mask, dim_mask, e
                  python_loop: bool = False):
     dt = values.dtype
     T = values.shape[0]
-    avail0, incumbent, best, num_eval, threshold, variance = _replay_prefix(configs, values, fold_scores, mask,
-                                                                            fold_mask, cfg)
+    avail0, incumbent, best, num_eval, threshold, variance, std = _replay_prefix(configs, values, fold_scores, mask,
+                                                                                 fold_mask, cfg)
     # The fit sees every real row: a non-finite value there (traced input) is reported by
     # its status (Reason.BAD_INPUT), not silently dropped.
     if cfg.shared_candidates:  # one set for every row (the rows draw from fold_in(key, t), t < T)
@@ -274,7 +275,7 @@ def _replay_impl(key, configs, values, fold_scores, mask, fold_mask, dim_mask, e
     bound = jnp.where(computed, bound, inf)
     ei = ei_rec if cfg.recorded_ei else jnp.where(computed, ei, inf)
     pi = pi_rec if cfg.recorded_pi else jnp.where(computed, pi, inf)
-    stops = _rules.stop_rules(bound, threshold, variance, best, num_eval, mask, ei, pi, scales, variances, patience,
+    stops = _rules.stop_rules(bound, threshold, std, best, num_eval, mask, ei, pi, scales, variances, patience,
                               ei_t, pi_t, min_evaluations=cfg.min_evaluations, fixed_threshold=cfg.fixed_threshold,
                               conv_rtol=conv_rtol)
     return ReplayResult(bound, threshold, ucb, lcb, ei, pi, best, incumbent, num_eval, num_fit, computed,

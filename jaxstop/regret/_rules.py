@@ -133,14 +133,14 @@ def _convergence_stop_jit(best, patience, mask, start, rtol):
     return _first_row(cond, _last_row(mask))
 
 
-def stop_rules(bound, threshold, variance, best, num_eval, valid, ei, pi, ours_scales, ours_variances, conv_patience,
+def stop_rules(bound, threshold, std, best, num_eval, valid, ei, pi, ours_scales, ours_variances, conv_patience,
                ei_thr, pi_thr, *, min_evaluations: int, fixed_threshold: bool, conv_rtol):
     allowed = valid & (num_eval >= min_evaluations)
     last = _last_row(valid)
     first = jnp.argmax(allowed)
     if fixed_threshold:
         threshold = jnp.broadcast_to(threshold[first], threshold.shape)
-        variance = jnp.broadcast_to(variance[first], variance.shape)
+        std = jnp.broadcast_to(std[first], std.shape)
 
     def stops(cond):
         row, fired = _first_row(cond & allowed[None, :], last)
@@ -151,7 +151,7 @@ def stop_rules(bound, threshold, variance, best, num_eval, valid, ei, pi, ours_s
     n_s, n_v = ours_scales.shape[0], ours_variances.shape[0]
     scale = jnp.concatenate([ours_scales, jnp.zeros((n_v,), dt)])
     factor = jnp.concatenate([jnp.zeros((n_s,), dt), ours_variances])
-    rule_thr = termination.scaled_threshold(threshold[None, :], variance[None, :], scale[:, None], factor[:, None])
+    rule_thr = termination.scaled_threshold(threshold[None, :], std[None, :], scale[:, None], factor[:, None])
     ours, ours_f = stops(bound[None, :] < rule_thr)
     count = _conv_counts(best, allowed, conv_rtol)
     conv, conv_f = stops(count[None, :] == conv_patience[:, None])
@@ -312,17 +312,17 @@ def stop_iterations(
                                                           pi_thresholds, dt)
     if variances.shape[0] and variance is None:
         raise ValueError("ours_variances needs variance, the fold variance s^2 of the incumbent per row")
-    var = conv.get("variance", jnp.zeros(shape, dt))
-    return _stop_rules_jit(bound, conv["threshold"], var, conv["best_so_far"], num_evaluations.astype(jnp.int32),
+    std = jnp.sqrt(conv.get("variance", jnp.zeros(shape, dt)))  # the rules take s
+    return _stop_rules_jit(bound, conv["threshold"], std, conv["best_so_far"], num_evaluations.astype(jnp.int32),
                            mask, conv.get("ei"), conv.get("pi"), scales, variances, patience, ei_t, pi_t,
                            jnp.asarray(conv_rtol, dt), min_evaluations=min_evaluations,
                            fixed_threshold=bool(fixed_threshold))
 
 
 @partial(jax.jit, static_argnames=("min_evaluations", "fixed_threshold"))
-def _stop_rules_jit(bound, threshold, variance, best, num_eval, valid, ei, pi, scales, variances, patience, ei_t,
+def _stop_rules_jit(bound, threshold, std, best, num_eval, valid, ei, pi, scales, variances, patience, ei_t,
                     pi_t, rtol, *, min_evaluations, fixed_threshold):
-    return stop_rules(bound, threshold, variance, best, num_eval, valid, ei, pi, scales, variances, patience, ei_t,
+    return stop_rules(bound, threshold, std, best, num_eval, valid, ei, pi, scales, variances, patience, ei_t,
                       pi_t, min_evaluations=min_evaluations, fixed_threshold=fixed_threshold, conv_rtol=rtol)
 
 

@@ -44,9 +44,11 @@ def cv_threshold(
         Threshold, shape (...). Where fewer than 2 folds are real (or ``k <= ddof``)
         it is 0, so a rule ``bound < threshold`` never fires; with concrete input that
         case raises instead. Where a real fold score is not finite (traced input: inside
-        ``jit`` / ``vmap``) or the variance overflows the dtype, it is NaN: the data
-        define no threshold, and ``bound < NaN`` never fires either. ``jnp.isfinite`` of
-        the result is its status.
+        ``jit`` / ``vmap``) or the threshold itself overflows the dtype, it is NaN: the
+        data define no threshold, and ``bound < NaN`` never fires either. ``jnp.isfinite``
+        of the result is its status. The sums run on the folds scaled by a power of two
+        (exact), so folds whose squares overflow or underflow the dtype (spreads beyond
+        about 1e19 or below 1e-19 in float32) get their threshold, which scales with them.
 
     Raises:
         ValueError: Fewer than 2 folds, non-finite real scores (concrete input; the
