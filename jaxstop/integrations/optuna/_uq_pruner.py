@@ -70,6 +70,12 @@ def plain_promotable(losses: np.ndarray, eta: int) -> bool:
     return bool(losses[-1] <= np.sort(losses)[idx])
 
 
+def rung_key(rung: int) -> str:
+    """The system attribute that makes a trial a member of rung ``rung``: set (to its rung
+    value) when :class:`UQSuccessiveHalvingPruner` decides the trial there."""
+    return f"jaxstop:uq_successive_halving:rung_{rung}"
+
+
 def _check_int(value, name: str, minimum: int) -> int:
     return checks.positive_int(value, name, minimum)
 
@@ -80,15 +86,19 @@ class UQSuccessiveHalvingPruner(optuna.pruners.BasePruner):
     Rungs as in Optuna's ``SuccessiveHalvingPruner`` (asynchronous successive halving,
     Li et al., 2020): rung ``r`` is at step ``S_r = min_resource * eta**(s + r)`` with
     ``s = min_early_stopping_rate`` and ``eta = reduction_factor``. When a trial first
-    reports a step ``>= S_r`` (its rung value is the value at that step), it competes with
-    every other trial of the study that reached the rung (any state; a NaN rung value
-    never competes) and either continues to rung ``r + 1`` or is pruned:
+    reports a step ``>= S_r`` (its rung value is the value at that step), it becomes a
+    member of the rung, competes with the rung's other members -- the trials of the study
+    decided at that rung before, promoted or not, in any state (a NaN rung value never
+    competes), as in Optuna's pruner: a trial pruned at a lower rung is no member of a
+    higher one even if its reports went past it, nor is a trial the objective pruned
+    without asking -- and either continues to rung ``r + 1`` or is pruned:
 
     * ``uq=False`` (the baseline): it continues iff its value is among the top
       ``max(1, n // eta)`` of the ``n`` rung values (:func:`plain_promotable`). This is
       Optuna's rule, and the decisions equal ``optuna.pruners.SuccessiveHalvingPruner``'s
       (with the same ``min_resource``, ``reduction_factor``, ``min_early_stopping_rate``,
-      ``bootstrap_count``) when the objective calls ``should_prune()`` after every report.
+      ``bootstrap_count``) when the objective calls ``should_prune()`` after every report,
+      at consecutive steps or not.
     * ``uq=True`` (SH+ of Liu et al., 2024, Section 3.3.2): it continues iff
       :func:`jaxstop.confidence.keep_count` keeps it, on the ``n`` members' converged-loss
       model (Assumption 3.3): ``mu`` their loss at the rung (the value, negated in a
@@ -198,18 +208,20 @@ class UQSuccessiveHalvingPruner(optuna.pruners.BasePruner):
             if first_step_at(values, step_r, last) == last:
                 if trials is None:
                     trials = study.get_trials(deepcopy=False)
-                if not self._decide(trials, trial, rung, step_r, minimise):
+                if not self._decide(study, trials, trial, rung, step_r, minimise):
                     return True
             rung += 1
         return False
 
-    def _members(self, trials, trial: FrozenTrial, step_r: int):
-        """``(number, rung value, rung step, trial)`` of every other trial with a non-NaN value
-        at the rung, in trial-number order."""
+    def _members(self, trials, trial: FrozenTrial, rung: int, step_r: int):
+        """``(number, rung value, rung step, trial)`` of every other trial decided at the rung
+        (its system attribute :func:`rung_key` set) with a non-NaN value there, in
+        trial-number order."""
+        key = rung_key(rung)
         out = []
         for t in trials:
             iv = t.intermediate_values
-            if t.number == trial.number or not iv:
+            if t.number == trial.number or not iv or key not in t.system_attrs:
                 continue
             s = first_step_at(iv, step_r)
             if s is not None and not math.isnan(iv[s]):
@@ -217,10 +229,15 @@ class UQSuccessiveHalvingPruner(optuna.pruners.BasePruner):
         out.sort(key=lambda m: m[0])
         return out
 
-    def _decide(self, trials, trial: FrozenTrial, rung: int, step_r: int, minimise: bool) -> bool:
+    def _decide(self, study: optuna.Study, trials, trial: FrozenTrial, rung: int, step_r: int,
+                minimise: bool) -> bool:
         values = trial.intermediate_values
         value = values[max(values)]
-        others = self._members(trials, trial, step_r)
+        if not math.isnan(value):
+            # the trial is a member of the rung from now on, promoted or not (a NaN value never
+            # competes); the record lives in the study's storage, as Optuna's own pruner's
+            study._storage.set_trial_system_attr(trial._trial_id, rung_key(rung), float(value))
+        others = self._members(trials, trial, rung, step_r)
         numbers = tuple(m[0] for m in others) + (trial.number,)
         n = len(numbers)
         sign = 1.0 if minimise else -1.0
