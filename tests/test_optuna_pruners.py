@@ -364,6 +364,30 @@ def test_bos_pruner_solves_once_per_trial_without_recompiling():
 # bad use
 
 
+def test_bos_incumbent_skips_pruned_runs_that_diverged():
+    # A run that diverged (NaN, or a loss beyond value_range) and was pruned by the objective
+    # itself offers no incumbent value; every later trial once failed on its value.
+    pruner = BOSPruner(n_startup_steps=2, max_steps=6, n_startup_trials=1, num_paths=500)
+    study = optuna.create_study(pruner=pruner)
+    bad = {1: float("nan"), 2: 5.0}
+
+    def objective(trial):
+        for step in range(6):
+            err = bad[trial.number] if trial.number in bad and step == 1 else 0.5 - 0.02 * step + 0.01 * trial.number
+            trial.report(err, step)
+            if trial.number in bad and step == 1:
+                raise optuna.TrialPruned()
+            if trial.should_prune():
+                raise optuna.TrialPruned()
+        return err
+
+    study.optimize(objective, n_trials=6)
+    assert not any(t.state == TrialState.FAIL for t in study.trials)
+    # the incumbent of trial 3's problem: trial 0's final error (0.4), not NaN or 5.0
+    rec = pruner.records[3]
+    assert rec.active and rec.best_error == pytest.approx(0.5 - 0.02 * 5, abs=1e-12)
+
+
 def test_bos_pruner_errors_name_the_argument():
     def run(values, pruner=None, steps=None, setup=None):
         study = optuna.create_study(pruner=pruner or BOSPruner(2, max_steps=6, n_startup_trials=0, num_paths=500))

@@ -109,8 +109,10 @@ class BOSPruner(optuna.pruners.BasePruner):
 
     Incumbent. ``incumbent="all"`` (default, as the paper: the best observed value over
     every evaluation) takes the best of the complete trials' values and the pruned
-    trials' last reported values; ``"complete"`` the complete trials' only (as
-    :func:`jaxstop.policies.bo_bos`). Read from the storage when the trial's problem is
+    trials' last reported values (a pruned trial whose last value is NaN or inf, a run that
+    diverged, offers none); ``"complete"`` the complete trials' only (as
+    :func:`jaxstop.policies.bo_bos`). Only the incumbent's value is checked against
+    ``value_range``. Read from the storage when the trial's problem is
     solved; the trial itself, running and failed trials never count.
 
     Cost. The first solve compiles (10-20 s on a 2-core CPU); later solves reuse the
@@ -234,10 +236,15 @@ class BOSPruner(optuna.pruners.BasePruner):
             if t.state == TrialState.COMPLETE and t.value is not None:
                 values.append(t.value)
             elif self._incumbent == "all" and t.state == TrialState.PRUNED and t.intermediate_values:
-                values.append(t.intermediate_values[max(t.intermediate_values)])
+                last = t.intermediate_values[max(t.intermediate_values)]
+                if math.isfinite(last):  # a pruned run that diverged (NaN, inf) has no value to offer
+                    values.append(last)
         if not values:
             return None
-        return float(np.min(self._errors(values, minimise, "the incumbent value")))
+        # only the incumbent's value is checked: a worse value outside value_range (a pruned
+        # run that diverged to a large loss) does not stop the study
+        best = min(values) if minimise else max(values)
+        return float(self._errors([best], minimise, "the incumbent value")[0])
 
     def _solve(self, study: optuna.Study, trial: FrozenTrial, prefix: np.ndarray, minimise: bool) -> BOSTrialRecord:
         ended = study.get_trials(deepcopy=False, states=_FINISHED + (TrialState.FAIL,))
