@@ -388,6 +388,25 @@ def test_bos_incumbent_skips_pruned_runs_that_diverged():
     assert rec.active and rec.best_error == pytest.approx(0.5 - 0.02 * 5, abs=1e-12)
 
 
+@pytest.mark.parametrize("make", [lambda: UQSuccessiveHalvingPruner(min_resource=2, reduction_factor=3),
+                                  lambda: BOSPruner(8, max_steps=L, n_startup_trials=2, num_paths=500)])
+def test_studies_with_the_pruners_pickle_and_go_on_alike(make):
+    # Optuna saves a study with its pruner (pickle, joblib.dump); the pruners' locks could
+    # not be pickled. A saved and loaded study goes on exactly as the original does.
+    import copy
+    import pickle
+
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=4), pruner=make())
+    study.optimize(replay(), n_trials=6)
+    loaded = pickle.loads(pickle.dumps(study))
+    clone = copy.deepcopy(study.pruner)
+    assert type(clone) is type(study.pruner) and clone._lock is not study.pruner._lock
+    for s in (study, loaded):
+        s.optimize(replay(), n_trials=6)
+    assert outcome(loaded) == outcome(study)
+    assert {s for s, _, _ in outcome(study)} == {TrialState.PRUNED, TrialState.COMPLETE}
+
+
 def test_bos_pruner_errors_name_the_argument():
     def run(values, pruner=None, steps=None, setup=None):
         study = optuna.create_study(pruner=pruner or BOSPruner(2, max_steps=6, n_startup_trials=0, num_paths=500))
@@ -421,6 +440,11 @@ def test_bos_pruner_errors_name_the_argument():
         BOSPruner(2, max_steps=6, value_range=(1.0, 0.0))
     with pytest.raises(ValueError, match="incumbent"):
         BOSPruner(2, max_steps=6, incumbent="best")
+    assert BOSPruner(2, max_steps=6, seed=np.int64(3))._seed == 3
+    with pytest.raises(ValueError, match="seed must be a 64-bit signed integer"):
+        BOSPruner(2, max_steps=6, seed=2**64)
+    with pytest.raises(TypeError, match="seed must be an int"):
+        BOSPruner(2, max_steps=6, seed=1.5)
 
 
 def test_uq_pruner_argument_errors():

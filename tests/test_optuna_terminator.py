@@ -331,6 +331,29 @@ def test_bad_use_gives_clear_errors():
             RegretBoundTerminator(**bad)
     with pytest.raises(ValueError, match="not both"):
         TerminatorCallback(term, min_n_trials=3)
+    # checked when built, not at the first decision deep inside study.optimize
+    for seed in (-1, 1.7, "a"):
+        with pytest.raises(ValueError, match="seed must be an integer >= 0"):
+            RegretBoundTerminator(seed=seed)
+    with pytest.raises(TypeError, match="terminator must have a should_terminate"):
+        TerminatorCallback("x")
+
+
+def test_terminator_pickles_and_decides_alike():
+    # Optuna saves studies with their callbacks' objects; the terminator's lock could not be
+    # pickled. A pickled terminator (and a deep copy) gives the same decision on a study.
+    import copy
+    import pickle
+
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
+    study.optimize(lambda t: (t.suggest_float("x", 0, 1) - 0.3) ** 2, n_trials=12)
+    term = RegretBoundTerminator(threshold=1e-3, min_n_trials=5)
+    first = term.evaluate(study)
+    for other in (pickle.loads(pickle.dumps(TerminatorCallback(term))).terminator, copy.deepcopy(term)):
+        assert other._lock is not term._lock
+        again = other.evaluate(study)
+        assert float(again.bound) == float(term.evaluate(study).bound)
+    assert np.isfinite(float(first.bound))
 
 
 def test_incremental_encoding_equals_encoding_every_call():

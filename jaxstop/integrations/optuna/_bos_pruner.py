@@ -13,6 +13,7 @@ decision d1 ("its final error will not beat the incumbent").
 from __future__ import annotations
 
 import math
+import numbers
 import threading
 from typing import NamedTuple
 
@@ -23,7 +24,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from jaxstop import bos
 from jaxstop._src import checks
-from jaxstop.integrations.optuna._pruners import check_study, float_dtype
+from jaxstop.integrations.optuna._pruners import PicklableLock, check_study, float_dtype
 
 __all__ = ["BOSPruner", "BOSTrialRecord"]
 
@@ -70,7 +71,7 @@ def _check_range(value_range) -> tuple[float, float]:
     return lo, hi
 
 
-class BOSPruner(optuna.pruners.BasePruner):
+class BOSPruner(PicklableLock, optuna.pruners.BasePruner):
     """BO-BOS's Bayesian optimal stopping (Dai et al., 2019) as an Optuna pruner.
 
     The objective reports one value per epoch, ``trial.report(value, step)`` with
@@ -187,9 +188,11 @@ class BOSPruner(optuna.pruners.BasePruner):
         if mode not in ("corrected", "compat"):
             raise ValueError(f"mode must be 'corrected' or 'compat', got {mode!r}")
         self._mode = mode
-        if isinstance(seed, bool) or not isinstance(seed, int):
+        if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
             raise TypeError(f"seed must be an int, got {type(seed).__name__}")
-        self._seed = seed
+        if not -2**63 <= seed < 2**63:
+            raise ValueError(f"seed must be a 64-bit signed integer (a JAX key's seed), got {seed}")
+        self._seed = int(seed)
         self._lock = threading.Lock()
         self._tables: dict[int, bos.DecisionTable] = {}
         self.records: dict[int, BOSTrialRecord] = {}

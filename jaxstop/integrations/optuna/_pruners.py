@@ -1,14 +1,18 @@
-"""What the Optuna pruners share: reading a study and a trial's reported values.
+"""What the Optuna pruners share: reading a study and a trial's reported values, and
+pickling an object that holds a lock (:class:`PicklableLock`).
 
-Only Optuna's public API (>= 4.0) is used: ``study.directions`` / ``study.direction``,
+Optuna's public API (>= 4.0) is used: ``study.directions`` / ``study.direction``,
 ``study.get_trials(deepcopy=False, states=...)``, ``trial.number``,
-``trial.intermediate_values``, ``trial.value`` and ``trial.state``. The pruners
-themselves live in ``_bos_pruner.py`` (:class:`BOSPruner`) and ``_uq_pruner.py``
+``trial.intermediate_values``, ``trial.system_attrs``, ``trial.value`` and ``trial.state``;
+and, as Optuna's own ``SuccessiveHalvingPruner`` does, ``study._storage.set_trial_system_attr``
+to record a trial's rung (:class:`UQSuccessiveHalvingPruner`). The pruners themselves live
+in ``_bos_pruner.py`` (:class:`BOSPruner`) and ``_uq_pruner.py``
 (:class:`UQSuccessiveHalvingPruner`).
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
 
 import jax.numpy as jnp
@@ -16,7 +20,7 @@ import numpy as np
 import optuna
 from optuna.study import StudyDirection
 
-__all__ = ["beyond_range", "check_study", "first_step_at", "float_dtype", "values_upto"]
+__all__ = ["PicklableLock", "beyond_range", "check_study", "first_step_at", "float_dtype", "values_upto"]
 
 
 def check_study(study: optuna.Study, who: str) -> bool:
@@ -66,3 +70,21 @@ def values_upto(values: Mapping[int, float], step: int, last_n: int | None = Non
     if last_n is not None:
         steps = steps[-last_n:]
     return np.array([values[s] for s in steps], dtype=np.float64)
+
+
+class PicklableLock:
+    """A base for objects guarded by ``self._lock``: pickled and deep-copied without the lock
+    (a new one on load), everything else (settings, records, caches) as it is. Optuna saves
+    studies with their pruner (``pickle``, ``joblib.dump``), and a lock cannot be pickled.
+    ``_LOCK`` is the lock's type (``threading.Lock`` or ``threading.RLock``)."""
+
+    _LOCK = staticmethod(threading.Lock)
+
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        state.pop("_lock", None)
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._lock = self._LOCK()

@@ -39,7 +39,7 @@ from optuna.trial import FrozenTrial, TrialState
 from jaxstop import regret
 from jaxstop._src import gp_fit, gp_priors, termination
 from jaxstop.integrations.optuna import _space
-from jaxstop.integrations.optuna._pruners import beyond_range
+from jaxstop.integrations.optuna._pruners import PicklableLock, beyond_range
 
 __all__ = [
     "CV_SCORES_KEY",
@@ -179,9 +179,10 @@ class TerminatorRecord(NamedTuple):
 _cv_threshold = jax.jit(regret.cv_threshold, static_argnames=("ddof",))
 
 
-def _positive_int(value, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+def _positive_int(value, name: str, minimum: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        what = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
+        raise ValueError(f"{name} must be {what}, got {value!r}")
     return int(value)
 
 
@@ -197,7 +198,7 @@ SETTINGS = ("min_n_trials", "threshold", "top_trials_ratio", "min_top_trials", "
             "include_pruned", "warm_start", "seed", "options", "min_capacity")
 
 
-class RegretBoundTerminator:
+class RegretBoundTerminator(PicklableLock):
     """Stops an Optuna study when its regret bound falls below the statistical error.
 
     The study stops at the first call with at least ``min_n_trials`` COMPLETE trials where
@@ -248,6 +249,8 @@ class RegretBoundTerminator:
         False
     """
 
+    _LOCK = staticmethod(threading.RLock)
+
     def __init__(
         self,
         *,
@@ -282,7 +285,7 @@ class RegretBoundTerminator:
         self.candidates = _positive_int(candidates, "candidates")
         self.include_pruned = bool(include_pruned)
         self.warm_start = bool(warm_start)
-        self.seed = int(seed)
+        self.seed = _positive_int(seed, "seed", 0)
         if options is not None and not isinstance(options, regret.FitOptions):
             raise TypeError(f"options must be a jaxstop.regret.FitOptions, got {type(options).__name__}")
         self.options = options or regret.FitOptions()
@@ -527,6 +530,9 @@ class TerminatorCallback:
     def __init__(self, terminator: RegretBoundTerminator | None = None, **kwargs) -> None:
         if terminator is not None and kwargs:
             raise ValueError(f"pass either terminator or settings of a new one, not both (got {sorted(kwargs)})")
+        if terminator is not None and not callable(getattr(terminator, "should_terminate", None)):
+            raise TypeError(f"terminator must have a should_terminate(study) method (a RegretBoundTerminator), "
+                            f"got {type(terminator).__name__}")
         self.terminator = terminator if terminator is not None else RegretBoundTerminator(**kwargs)
 
     def __call__(self, study: optuna.Study, trial: FrozenTrial) -> None:

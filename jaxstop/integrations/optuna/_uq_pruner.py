@@ -14,7 +14,7 @@ from optuna.trial import FrozenTrial
 from jaxstop import confidence
 from jaxstop._src import checks
 from jaxstop._src.status import Reason
-from jaxstop.integrations.optuna._pruners import beyond_range, check_study, first_step_at, float_dtype, values_upto
+from jaxstop.integrations.optuna._pruners import PicklableLock, beyond_range, check_study, first_step_at, float_dtype, values_upto
 
 __all__ = ["RungDecision", "UQSuccessiveHalvingPruner", "plain_promotable"]
 
@@ -80,7 +80,7 @@ def _check_int(value, name: str, minimum: int) -> int:
     return checks.positive_int(value, name, minimum)
 
 
-class UQSuccessiveHalvingPruner(optuna.pruners.BasePruner):
+class UQSuccessiveHalvingPruner(PicklableLock, optuna.pruners.BasePruner):
     """Asynchronous successive halving whose promotions follow the UQ keep rule.
 
     Rungs as in Optuna's ``SuccessiveHalvingPruner`` (asynchronous successive halving,
