@@ -96,3 +96,48 @@ def test_uq_halving_decisions_do_not_depend_on_the_units_of_the_losses(estimate)
     assert min(small[0]) >= 1
     assert decisions(2.0 ** 66) == small
     assert decisions(2.0 ** 100) == small
+
+
+def test_concrete_params_are_checked_by_the_simulator_as_by_an_eager_step():
+    # params._replace(...) with a value the factory would refuse: sim.run once ran on it
+    # (gp_ucb's NaN LCB width fell back to random picks, a NaN threshold never stopped
+    # auto-termination) with every status ok. Now the simulator runs the policy's own check,
+    # as an eager step does; params with a batch axis (vmap over params) stay the caller's.
+    rng = np.random.default_rng(1)
+    x = rng.uniform(0, 1, (6, 1))
+    loss = (x[:, 0] - 0.3) ** 2
+    table = sim.CurveTable(jnp.asarray(loss[:, None] + 0.1 / np.arange(1, 5)[None, :]), configs=jnp.asarray(x))
+    cases = [
+        (policies.gp_ucb(x, max_budget=4, max_evals=6, num_init=2, gp_fit_steps=3), "beta_scale", -1.0),
+        (policies.auto_termination_bo(max_budget=4, max_evals=6, candidates=x, threshold=0.02, num_init=3,
+                                      min_iterations=5, min_points=5, fit_steps=4), "threshold", np.nan),
+        (policies.auto_termination_bo(max_budget=4, max_evals=6, candidates=x, threshold=0.02, num_init=3,
+                                      min_iterations=5, min_points=5, fit_steps=4), "delta", 1.5),
+        (policies.subsampling(6, 4, uq=True), "threshold", 2.0),
+        (policies.subsampling(6, 4, uq=True), "min_sigma", -1.0),
+        (policies.sh(6, 4, uq=True), "delta_sigma", np.inf),
+    ]
+    for policy, field, value in cases:
+        defaults = policy.default_params()
+        bad = defaults._replace(**{field: jnp.asarray(value, jnp.asarray(getattr(defaults, field)).dtype)})
+        with pytest.raises(ValueError, match=f"{field} must be"):
+            sim.run(policy, table, jax.random.key(0), bad, max_jobs=6)
+        with pytest.raises(ValueError, match=f"{field} must be"):
+            policy.init(jax.random.key(0), bad)
+        # the defaults themselves pass, and a batch of params is not checked here
+        sim.run(policy, table, jax.random.key(0), defaults, max_jobs=6)
+    policy, field, _ = cases[3]
+    batch = jax.tree_util.tree_map(lambda a: jnp.stack([a, a]), policy.default_params())
+    out = jax.vmap(lambda p: sim.run(policy, table, jax.random.key(0), p, max_jobs=6))(batch)
+    assert out.incumbent.shape == (2,)
+
+
+def test_flags_and_modes_are_checked():
+    # "no" is truthy: uq="no" once built SS+; dim beside num_configs was ignored
+    for make in (lambda: policies.subsampling(5, 5, uq="no"), lambda: policies.sh(9, 9, uq="no"),
+                 lambda: policies.hyperband(9, 9, uq=1)):
+        with pytest.raises(TypeError, match="uq must be a bool"):
+            make()
+    assert policies.sh(9, 9, uq=np.bool_(True)).report is not None
+    with pytest.raises(ValueError, match="dim is the unit-cube mode's argument"):
+        policies.random_search(6, max_budget=3, dim=4)

@@ -172,6 +172,14 @@ def check_finite_where(y, mask, name: str) -> None:
         )
 
 
+def boolean(value, name: str) -> bool:
+    """``value`` as a Python bool; ``TypeError`` naming ``name`` unless it is one (a string such
+    as ``"no"`` would otherwise count as True)."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be a bool, got {value!r}")
+    return bool(value)
+
+
 def positive_int(value, name: str, minimum: int = 1) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise TypeError(f"{name} must be an int, got {type(value).__name__}")

@@ -17,6 +17,7 @@ import numpy as np
 
 from jaxstop import gp
 from jaxstop._src import gp_core as _gp_core, gp_fit as _gp_fit, regret_bound as _regret_bound
+from jaxstop._src import checks as _checks
 from jaxstop._src import termination as _termination
 from jaxstop.policies._base import Incumbent, Job, Result, make_job, renamed_field
 
@@ -162,6 +163,14 @@ def check_params(cfg: AutoTerminationConfig, params) -> AutoTerminationParams:
     for name in ("threshold_scale", "threshold", "beta_scale", "delta", "threshold_variance"):
         if jnp.ndim(getattr(params, name)) != 0:
             raise ValueError(f"params.{name} must be a scalar, got shape {jnp.shape(getattr(params, name))}")
+    if all(_checks.is_concrete(a) for a in jax.tree_util.tree_leaves(params)):
+        # the factory's rules for the same values (inside jit the values are the caller's)
+        for name in ("threshold_scale", "threshold", "threshold_variance"):
+            _checks.nonneg_float(getattr(params, name), f"params.{name}")
+        _checks.nonneg_float(params.beta_scale, "params.beta_scale", positive=True)
+        _checks.nonneg_float(params.delta, "params.delta", positive=True, high=1.0)
+        if not np.all(np.isfinite(np.asarray(params.fold_scores))):
+            raise ValueError("params.fold_scores must be finite")
     return jax.tree_util.tree_map(lambda a: jnp.asarray(a, cfg.fdtype), params)
 
 

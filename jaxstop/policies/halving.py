@@ -191,6 +191,7 @@ __all__ = [
 def _uq_options(uq, window, keep_rule, delta_estimate, num_profile):
     """Checks the UQ options; returns them with the number of profiled candidates for
     :func:`halving_schedule` (``None``: its default)."""
+    _checks.boolean(uq, "uq")
     window = check_window(window)
     keep_rule = check_keep_rule(keep_rule)
     delta_estimate = check_delta_estimate(delta_estimate)

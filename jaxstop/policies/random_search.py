@@ -157,6 +157,9 @@ def random_search(
         raise ValueError("give num_configs / candidates (table mode) or dim (unit-cube mode)")
     if num_configs is not None and dim is not None and cand is not None and dim != cand.shape[1]:
         raise ValueError(f"dim ({dim}) must equal candidates.shape[1] ({cand.shape[1]})")
+    if num_configs is not None and dim is not None and cand is None:
+        raise ValueError("dim is the unit-cube mode's argument: give num_configs (table mode, optionally with "
+                         "candidates) or dim (unit-cube mode), not both")
     cube = num_configs is None
     if cube:
         dim = _checks.positive_int(dim, "dim")

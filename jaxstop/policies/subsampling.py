@@ -48,7 +48,7 @@ import numpy as np
 from jax.typing import ArrayLike
 
 from jaxstop import confidence
-from jaxstop._src import numerics
+from jaxstop._src import checks as _checks, numerics
 from jaxstop.policies._base import Job, Limits, Policy, Result, build_policy, make_job
 from jaxstop.policies._halving.params import HalvingParams, check_candidates, check_params, default_params, float_dtype
 from jaxstop.policies._halving.schedule import halving_schedule
@@ -289,7 +289,7 @@ def subsampling(
     window = check_window(window)
     fdtype = float_dtype(dtype)
     cand = check_candidates(candidates, num_configs, fdtype, False, "subsampling")
-    uq = bool(uq)
+    uq = _checks.boolean(uq, "uq")
     cfg = _Config(num_configs, max_budget, uq, window, sched.num_start, sched.step, sched.total_budget, cand,
                   fdtype)
     return build_policy(cfg, init=_init, ask=_ask, report=_report if uq else None, tell=_tell,

@@ -359,6 +359,13 @@ def resolve_params(policy: Policy, params):
         raise TypeError(f"params must have the structure of policy.default_params() "
                         f"({type(defaults).__name__}: {want}), got {type(params).__name__}: {got}; "
                         "build them with policy.default_params()._replace(...)")
+    # concrete params of a policy's own shapes go through its check, as in an eager step
+    # (params with a batch axis, for vmap over them, are the caller's to check)
+    check = getattr(policy.init, "check", None)
+    leaves, default_leaves = jax.tree_util.tree_leaves(params), jax.tree_util.tree_leaves(defaults)
+    if (check is not None and all(_checks.is_concrete(a) for a in leaves)
+            and all(jnp.shape(a) == jnp.shape(b) for a, b in zip(leaves, default_leaves))):
+        check(policy.init.static.value, params)
     return params
 
 

@@ -8,6 +8,7 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from jaxstop._src import checks as _checks
 
@@ -69,7 +70,28 @@ def check_params(config, params):
         if shape != (config.max_budget,):
             raise ValueError(f"params.delta_profile must have shape (max_budget,) = ({config.max_budget},), "
                              f"got {shape}")
+    if all(_checks.is_concrete(a) for a in jax.tree_util.tree_leaves(params)):
+        _check_values(params)
     return params
+
+
+def _check_values(params: HalvingParams) -> None:
+    """``ValueError`` naming the field for a concrete value outside its range (inside ``jit``
+    the values are the caller's): ``min_sigma`` and ``min_bandwidth`` > 0, ``threshold``,
+    ``top_fraction`` and ``random_fraction`` in [0, 1] (``top_fraction`` > 0), and
+    ``delta_sigma`` and the entries of ``delta_profile`` finite or NaN (not given)."""
+    for name in ("min_sigma", "delta_sigma", "threshold", "top_fraction", "random_fraction", "min_bandwidth"):
+        if jnp.ndim(getattr(params, name)) != 0:
+            raise ValueError(f"params.{name} must be a scalar, got shape {jnp.shape(getattr(params, name))}")
+    _checks.nonneg_float(params.min_sigma, "params.min_sigma", positive=True)
+    _checks.nonneg_float(params.min_bandwidth, "params.min_bandwidth", positive=True)
+    _checks.nonneg_float(params.threshold, "params.threshold", high=1.0)
+    _checks.nonneg_float(params.top_fraction, "params.top_fraction", positive=True, high=1.0)
+    _checks.nonneg_float(params.random_fraction, "params.random_fraction", high=1.0)
+    for name in ("delta_sigma", "delta_profile"):
+        v = getattr(params, name)
+        if v is not None and np.any(np.isinf(np.asarray(v))):
+            raise ValueError(f"params.{name} must be finite, or NaN where not given; got an infinite value")
 
 
 
