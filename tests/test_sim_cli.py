@@ -267,6 +267,11 @@ def test_bad_input_gives_a_clear_error(tmp_path, capsys):
     assert main(["simulate", "--table", "alexnet", "--policy", "auto_termination_bo", "--out", "o.npz"]) == 2
     assert "needs --threshold" in capsys.readouterr().err
     assert main(["bench"]) == 2 and "unknown command 'bench'" in capsys.readouterr().err
+    # a policy's own argument errors name the flag
+    assert main(["simulate", "--table", "alexnet", "--policy", "gp_ucb", "--max-evals", "0", "--out", "o.npz"]) == 2
+    assert "error: --max-evals must be >= 1, got 0" in capsys.readouterr().err
+    assert main(["simulate", "--table", "alexnet", "--policy", "random_search", "--replace", "--out", "o.npz"]) == 2
+    assert "error: --max-jobs is required" in capsys.readouterr().err
     # checked before any run (an unwritable --out once failed after the whole study)
     (tmp_path / "a_file").write_text("x")
     for extra, message in ((["--out", str(tmp_path / "no" / "x.npz")], "the directory"),

@@ -215,6 +215,15 @@ def format_summary(summary: Summary, has_test: bool) -> str:
     return "\n".join(lines)
 
 
+def _as_flag(message: str, options: dict) -> str:
+    """``message`` with a leading argument name that is also an option of the command line
+    (``max_evals must be >= 1``) written as its flag (``--max-evals must be >= 1``)."""
+    name = message.split(" ", 1)[0]
+    if name in options and name.isidentifier():
+        return "--" + name.replace("_", "-") + message[len(name):]
+    return message
+
+
 def cli(argv: Sequence[str] | None = None, prog: str | None = "python -m jaxstop simulate") -> int:
     """Runs ``python -m jaxstop simulate`` with the arguments ``argv`` (default ``sys.argv[1:]``).
 
@@ -254,7 +263,7 @@ def cli(argv: Sequence[str] | None = None, prog: str | None = "python -m jaxstop
         summary = summarize(traces, table, budget_grid=args.grid_points)
         _io.save({"summary": summary, "traces": traces}, args.out, compact=True)
     except (ValueError, TypeError, OSError) as err:  # OSError: e.g. a disk that filled up while writing
-        print(f"{parser.prog}: error: {err}", file=sys.stderr)
+        print(f"{parser.prog}: error: {_as_flag(str(err), vars(args))}", file=sys.stderr)
         return 2
     rows, cols = table.values.shape
     variant = " (UQ-guided)" if args.uq else ""
