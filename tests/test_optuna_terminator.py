@@ -332,8 +332,10 @@ def test_bad_use_gives_clear_errors():
     with pytest.raises(ValueError, match="not both"):
         TerminatorCallback(term, min_n_trials=3)
     # checked when built, not at the first decision deep inside study.optimize
-    for seed in (-1, 1.7, "a"):
-        with pytest.raises(ValueError, match="seed must be an integer >= 0"):
+    with pytest.raises(ValueError, match="seed must be >= 0"):
+        RegretBoundTerminator(seed=-1)
+    for seed in (1.7, "a"):
+        with pytest.raises(TypeError, match="seed must be an int"):
             RegretBoundTerminator(seed=seed)
     with pytest.raises(TypeError, match="terminator must have a should_terminate"):
         TerminatorCallback("x")

@@ -366,6 +366,8 @@ def test_replay_traced_status_per_row():
     fo[inc[-1]] = [1e300, -1e300, 1e300]
     res = f(X, values, fo, real)
     unit = float(regret.cv_threshold(jnp.asarray([1.0, -1.0, 1.0])))
+    # 1e300 is no power of two: the two sides round differently, each in about ten float64
+    # operations of well-conditioned sums (|fold - mean| ~ 1e300), so within ~10 eps (2e-15)
     np.testing.assert_allclose(np.asarray(res.threshold)[nan_rows], 1e300 * unit, rtol=1e-14)
     assert np.all(np.isnan(np.asarray(res.variance)[nan_rows]))
     np.testing.assert_array_equal(np.asarray(res.reason)[nan_rows], Reason.NOT_FINITE)
@@ -594,6 +596,9 @@ def test_cv_threshold_scales_with_the_folds_whose_squares_leave_the_dtype(dtype)
 
     real = jnp.ones(folds.shape, bool)
     std0 = termination.cv_std(folds, real, 0)[0]
+    # against NumPy in float64 on the same (rounded) folds: a mean, 5 squared deviations
+    # of size ~s and a square root in the working dtype, each relative error ~eps, and the
+    # deviations are well conditioned (|x - mean| ~ s): a few eps
     assert float(std0) == pytest.approx(np.std(np.asarray(folds, np.float64)), rel=4 * float(jnp.finfo(dtype).eps))
     rule0 = termination.scaled_threshold(base, std0, 0.0, 0.5)
     for e in (big, -big):

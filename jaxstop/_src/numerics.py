@@ -13,10 +13,11 @@
 * :func:`first_argmin`, :func:`stable_ranks`, :func:`stable_argsort`: ``argmin``, stable
   ranks and ``argsort`` of float keys, in forms that XLA:CPU runs fast (two plain
   reductions; pairwise comparisons for a few dozen keys, integer sorts beyond).
-* :func:`inverse_power_of_two`, :func:`masked_std`: exact rescaling by a power of two, and
-  the standard deviation over a mask that stays finite for losses whose squares overflow
-  (the window uncertainty of UQ-guided halving, in :mod:`jaxstop.confidence` and in the
-  halving policies).
+* :func:`inverse_power_of_two`, :func:`scaled_variance`, :func:`masked_std`: exact rescaling
+  by a power of two, and the variance and standard deviation over a mask that stay right
+  for values whose squares overflow or underflow (the window uncertainty of UQ-guided
+  halving, in :mod:`jaxstop.confidence` and in the halving policies; the CV threshold of
+  automatic termination).
 """
 
 from __future__ import annotations
@@ -259,23 +260,31 @@ def inverse_power_of_two(scale):
     return jnp.ldexp(jnp.ones((), scale.dtype), -e)
 
 
-def masked_std(vals, ok, ddof: int):
-    """``(std, count)`` over the last axis of the entries ``ok`` marks (``ddof`` delta
-    degrees of freedom; std 0 where ``count <= ddof``).
-
-    The sums run on the values scaled by the power of two just above their largest
-    magnitude (exact: the same bits as unscaled wherever no intermediate overflows), so
-    float32 losses near 1e30, whose squares overflow, give their finite std.
-    """
+def scaled_variance(vals, ok, ddof: int):
+    """``(v, inv, count)`` over the last axis of the entries ``ok`` marks: their variance
+    (``ddof`` delta degrees of freedom; 0 where ``count <= ddof``) computed on the values
+    scaled by ``inv``, the power of two just above their largest magnitude. The scaling is
+    exact, so ``v / inv^2`` is the variance wherever that is representable, and neither
+    squares near the top of the dtype's range overflow (float32 losses near 1e20) nor
+    those near its bottom underflow; ``sqrt(v) / inv`` is the standard deviation."""
     zero = jnp.zeros((), vals.dtype)
     vals = jnp.where(ok, vals, zero)
-    inv = inverse_power_of_two(jnp.max(jnp.abs(vals), axis=-1))[..., None]
-    vals = vals * inv
+    inv = inverse_power_of_two(jnp.max(jnp.abs(vals), axis=-1))
+    vals = vals * inv[..., None]
     cnt = jnp.sum(ok, axis=-1)
     mean = jnp.sum(vals, axis=-1) / jnp.maximum(cnt, 1).astype(vals.dtype)
     dev = jnp.where(ok, vals - mean[..., None], zero)
     var = jnp.sum(dev * dev, axis=-1) / jnp.maximum(cnt - ddof, 1).astype(vals.dtype)
-    return jnp.where(cnt > ddof, jnp.sqrt(var) / inv[..., 0], zero), cnt
+    return jnp.where(cnt > ddof, var, zero), inv, cnt
+
+
+def masked_std(vals, ok, ddof: int):
+    """``(std, count)`` over the last axis of the entries ``ok`` marks (``ddof`` delta
+    degrees of freedom; std 0 where ``count <= ddof``), from :func:`scaled_variance`:
+    float32 losses near 1e30, whose squares overflow, give their finite std.
+    """
+    var, inv, cnt = scaled_variance(vals, ok, ddof)
+    return jnp.sqrt(var) / inv, cnt
 
 
 # stable_argsort ranks up to this many keys by pairwise comparisons instead of sorting.

@@ -88,22 +88,14 @@ def standardized_top(X, y, avail, capacity: int, fraction: float, min_points: in
 
 
 def _scaled_variance(fold_scores, mask, ddof):
-    """``(v, inv, k, bad)``: the variance of the real folds computed on the folds scaled by
-    the power of two ``inv`` just above their largest magnitude (exact), so that ``v / inv^2``
-    is their variance wherever that is representable, and neither the squares of folds near
-    1e20 (float32) overflow nor those near 1e-20 underflow; ``k`` the number of real folds
-    (a float) and ``bad`` whether a real fold is not finite."""
-    dt = fold_scores.dtype
-    bad = jnp.any(mask & ~jnp.isfinite(fold_scores), axis=-1)
-    x = checks.inert_rows(fold_scores, mask & jnp.isfinite(fold_scores), 0)
-    inv = numerics.inverse_power_of_two(jnp.max(jnp.abs(x), axis=-1))
-    x = x * inv[..., None]
-    k = jnp.sum(mask, axis=-1).astype(dt)
-    mean = jnp.sum(x, axis=-1) / jnp.maximum(k, 1)
-    dev = jnp.where(mask, x - mean[..., None], 0)
-    var = jnp.sum(dev * dev, axis=-1) / jnp.maximum(k - ddof, 1)
-    var = jnp.where((k >= 2) & (k > ddof), var, 0)
-    return var, inv, k, bad
+    """``(v, inv, k, bad)``: :func:`jaxstop._src.numerics.scaled_variance` of the real folds
+    (``v / inv^2`` their variance, right also where the squares of folds near 1e20 or 1e-20
+    in float32 would overflow or underflow), ``k`` the number of real folds (a float) and
+    ``bad`` whether a real fold is not finite (its ``v`` is then meaningless)."""
+    finite = jnp.isfinite(fold_scores)
+    bad = jnp.any(mask & ~finite, axis=-1)
+    var, inv, _ = numerics.scaled_variance(fold_scores, mask & finite, ddof)
+    return var, inv, jnp.sum(mask, axis=-1).astype(fold_scores.dtype), bad
 
 
 def cv_variance(fold_scores, mask, ddof):

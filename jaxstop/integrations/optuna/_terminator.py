@@ -37,7 +37,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from jaxstop import regret
-from jaxstop._src import gp_fit, gp_priors, termination
+from jaxstop._src import checks, gp_fit, gp_priors, termination
 from jaxstop.integrations.optuna import _space
 from jaxstop.integrations.optuna._pruners import PicklableLock, beyond_range
 
@@ -179,10 +179,9 @@ class TerminatorRecord(NamedTuple):
 _cv_threshold = jax.jit(regret.cv_threshold, static_argnames=("ddof",))
 
 
-def _positive_int(value, name: str, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        what = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
-        raise ValueError(f"{name} must be {what}, got {value!r}")
+def _positive_int(value, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
     return int(value)
 
 
@@ -285,7 +284,7 @@ class RegretBoundTerminator(PicklableLock):
         self.candidates = _positive_int(candidates, "candidates")
         self.include_pruned = bool(include_pruned)
         self.warm_start = bool(warm_start)
-        self.seed = _positive_int(seed, "seed", 0)
+        self.seed = checks.positive_int(seed, "seed", 0)
         if options is not None and not isinstance(options, regret.FitOptions):
             raise TypeError(f"options must be a jaxstop.regret.FitOptions, got {type(options).__name__}")
         self.options = options or regret.FitOptions()
