@@ -251,6 +251,46 @@ def test_equal_policies_are_equal_and_compile_once():
     assert int(ta.incumbent) == 6 and int(ta.budget) == 28
 
 
+def test_default_params_are_kept_concrete_only():
+    """policy.default_params() built eagerly is kept and returned again (the same arrays), per
+    x64 setting; defaults first built inside jit are tracers and are not kept (a later eager
+    call returns concrete arrays); a deep copy of the policy starts without the kept ones and builds
+    equal ones; params that are the defaults skip the check that user params take."""
+    import copy
+
+    policy = policies.sh(9, 9, eta=3, uq=True, dtype=jnp.float32)
+    seen = []
+    jax.jit(lambda x: (seen.append(policy.default_params()), x)[1])(1.0)
+    assert all(isinstance(a, jax.core.Tracer) for a in jax.tree_util.tree_leaves(seen[0]))
+    first = policy.default_params()
+    leaves = jax.tree_util.tree_leaves(first)
+    assert leaves and not any(isinstance(a, jax.core.Tracer) for a in leaves)
+    assert policy.default_params() is first
+    assert policies.sh(9, 9, eta=3, uq=True).default_params() is not first  # kept per policy object
+    with jax.enable_x64(False):
+        assert policy.default_params() is not first  # dtypes without an explicit one follow x64
+    for other in (copy.deepcopy(policy),):
+        again = other.default_params()
+        assert again is not first and other == policy
+        for x, y in zip(leaves, jax.tree_util.tree_leaves(again)):
+            assert x.dtype == y.dtype
+            np.testing.assert_array_equal(x, y)
+    # the kept defaults pass without the check; equal params of other arrays still go through it
+    # (compiled first: tracing the steps runs the check on traced params)
+    table = sim.CurveTable(jnp.linspace(1.0, 0.1, 9, dtype=jnp.float32)[:, None] * jnp.ones((9, 9), jnp.float32))
+    sim.run(policy, table, jax.random.key(0), record="final")
+    calls = []
+    check = policy.init.check
+    policy.init.check = lambda config, params: (calls.append(1), check(config, params))[1]
+    try:
+        sim.run(policy, table, jax.random.key(0), first, record="final")
+        assert calls == []
+        sim.run(policy, table, jax.random.key(0), jax.tree_util.tree_map(jnp.copy, first), record="final")
+        assert calls == [1]
+    finally:
+        policy.init.check = check
+
+
 def test_incumbent_tracker_is_a_strict_running_minimum():
     """update_incumbent: NaN never wins, ties keep the earlier result, ok masks out, replace wins."""
     values = [0.5, np.nan, 0.3, 0.3, 0.7, np.inf, 0.1]

@@ -352,7 +352,7 @@ def resolve_params(policy: Policy, params):
     unless it has the structure of ``policy.default_params()`` (the same pytree of the same
     types: a batch axis on the leaves, for ``vmap`` over params, is fine)."""
     defaults = policy.default_params()
-    if params is None:
+    if params is None or params is defaults:  # the policy's own defaults need no check
         return defaults
     want, got = jax.tree_util.tree_structure(defaults), jax.tree_util.tree_structure(params)
     if want != got:
