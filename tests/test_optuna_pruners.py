@@ -106,6 +106,32 @@ def test_plain_rule_equals_optuna_with_reports_that_skip_rungs(steps):
     assert {s for s, _, _ in runs[0]} == {TrialState.PRUNED, TrialState.COMPLETE}
 
 
+def test_plain_rule_equals_optuna_with_reports_in_any_order_and_repeated_calls():
+    # Each trial reports 8 of the 20 steps in a shuffled order (steps going down as well as up),
+    # asks should_prune() after some reports only and twice after others: a trial is decided
+    # once per rung, at the call whose last report (the largest step) reached it, with that
+    # value; members compete with the value they were decided with. They once differed (a
+    # second call re-decided a rung; a member's value was re-read from its reports).
+    def objective(trial):
+        rng = np.random.default_rng(trial.number)
+        c = trial.suggest_int("curve", 0, CURVES.shape[0] - 1)
+        for step in rng.permutation(L)[:8]:
+            trial.report(float(CURVES[c, step] + 0.01 * rng.standard_normal()), int(step))
+            for _ in range(int(rng.integers(0, 3))):  # 0, 1 or 2 calls
+                if trial.should_prune():
+                    raise optuna.TrialPruned()
+        return float(CURVES[c, -1])
+
+    runs = []
+    for pruner in (optuna.pruners.SuccessiveHalvingPruner(min_resource=1, reduction_factor=2),
+                   UQSuccessiveHalvingPruner(min_resource=1, reduction_factor=2, uq=False)):
+        study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=7), pruner=pruner)
+        study.optimize(objective, n_trials=60)
+        runs.append(outcome(study))
+    assert runs[0] == runs[1]
+    assert {s for s, _, _ in runs[0]} == {TrialState.PRUNED, TrialState.COMPLETE}
+
+
 def test_nan_at_a_rung_is_pruned_as_optuna_does():
     runs = []
     for pruner in (optuna.pruners.SuccessiveHalvingPruner(min_resource=2, reduction_factor=3),

@@ -361,7 +361,7 @@ def test_replay_traced_status_per_row():
     np.testing.assert_array_equal(np.asarray(res.reason)[nan_rows], Reason.BAD_INPUT)
     # finite folds whose variance overflows: their threshold (about 1e300) is computed on
     # rescaled folds and is right, but the variance the result reports cannot be
-    # represented: NOT_FINITE on those rows
+    # represented: UNREPRESENTABLE on those rows (NOT_FINITE is for a threshold that overflowed)
     fo = folds.copy()
     fo[inc[-1]] = [1e300, -1e300, 1e300]
     res = f(X, values, fo, real)
@@ -370,7 +370,7 @@ def test_replay_traced_status_per_row():
     # operations of well-conditioned sums (|fold - mean| ~ 1e300), so within ~10 eps (2e-15)
     np.testing.assert_allclose(np.asarray(res.threshold)[nan_rows], 1e300 * unit, rtol=1e-14)
     assert np.all(np.isnan(np.asarray(res.variance)[nan_rows]))
-    np.testing.assert_array_equal(np.asarray(res.reason)[nan_rows], Reason.NOT_FINITE)
+    np.testing.assert_array_equal(np.asarray(res.reason)[nan_rows], Reason.UNREPRESENTABLE)
 
 
 # -------------------------------------------------------------- stopping rules, top set
@@ -607,3 +607,121 @@ def test_cv_threshold_scales_with_the_folds_whose_squares_leave_the_dtype(dtype)
         assert float(std) == float(std0) * 2.0 ** e, e
         rule = termination.scaled_threshold(regret.cv_threshold(f), std, 0.0, 0.5)
         assert float(rule) == float(rule0) * 2.0 ** e, e
+
+
+# ------------------------------------------------------------ values the dtype cannot resolve, overflowing ratios
+def test_bound_of_top_values_within_rounding_is_unrepresentable():
+    """float32 losses near 1e6 whose top set differs only in its last bits (spacing 1/16 at 1e6):
+    standardize takes them for constant (scale 1), so a bound on that scale would not be in the
+    units of y; it is reported UNREPRESENTABLE. The same values exactly equal stay ok, and the
+    same spread on a scale float32 resolves (losses near 1) gives an ok bound."""
+    rng = np.random.default_rng(0)
+    X = rng.uniform(size=(25, 2)).astype(np.float32)
+    q = np.sum((X - 0.3) ** 2, axis=1)
+    cand = rng.uniform(size=(64, 2)).astype(np.float32)
+    opts = regret.FitOptions(fit_steps=10, refine_steps=0)
+    fit = functools.partial(regret.fit_regret_bound, KEY, X, candidates=cand, options=opts)
+    y = (q + 1e6).astype(np.float32)
+    top = np.sort(y)[:10]
+    assert top.max() > top.min() and (top.max() - top.min()) <= 4 * np.finfo(np.float32).eps * 1e6  # within rounding
+    res = fit(y)
+    assert not bool(res.ok) and int(res.reason) == Reason.UNREPRESENTABLE and float(res.bound.bound) == np.inf
+    assert bool(fit(np.full(25, 1e6, np.float32)).ok)
+    assert bool(fit(q.astype(np.float32)).ok)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_expected_improvement_where_the_ratio_overflows(dtype):
+    """EI = sd (z Phi(z) + phi(z)), z = (best - mu) / sd: for z beyond +-40 (and where the ratio
+    overflows to +-inf) it is max(best - mu, 0) to rounding, never NaN or inf for a finite best."""
+    post = gp.posterior(gp.params(0.01, [0.2], 1e-2, dtype=dtype), np.zeros((0, 1), dtype), np.zeros(0, dtype))
+    x = np.array([[0.5]], dtype)
+    big = float(np.finfo(dtype).max) / 4
+    assert float(regret.expected_improvement(post, x, -big)[0]) == 0.0
+    np.testing.assert_allclose(float(regret.expected_improvement(post, x, big)[0]), big, rtol=4 * np.finfo(dtype).eps)
+    # either side of the switch at |z| = 40 the value is the closed form (mpmath-free: at z = +-39.9 and
+    # +-40.1 Phi and phi are exactly 1 / 0 to double rounding, so EI = sd z, resp. 0)
+    mean, var = gp.predict(post, x)
+    s = float(np.sqrt(np.asarray(var, np.float64))[0])
+    for z in (39.9, 40.1, -39.9, -40.1):
+        best = dtype(float(mean[0]) + z * s)
+        zz = (np.float64(best) - float(mean[0])) / s
+        want = s * (zz * scipy.stats.norm.cdf(zz) + scipy.stats.norm.pdf(zz))
+        got = float(regret.expected_improvement(post, x, best)[0])
+        np.testing.assert_allclose(got, want, rtol=8 * np.finfo(dtype).eps, atol=0)
+
+
+def _replay_trace(T=22):
+    k1, k2 = jax.random.split(jax.random.key(0))
+    X = jax.random.uniform(k1, (T, 2), jnp.float32)
+    folds = jnp.sum((X - 0.4) ** 2, 1)[:, None] + 0.05 * jax.random.normal(k2, (T, 5), jnp.float32)
+    return X, folds
+
+
+def test_replay_fold_variance_beyond_float32_is_unrepresentable_not_not_finite():
+    """float32 fold scores near 1e20: s^2 near 1e38-1e40 may overflow while s and the threshold
+    are representable. Scaling by 2^70 (exact) multiplies the threshold by 2^70 (the rules
+    compare with it and with s); a row whose variance overflowed is UNREPRESENTABLE, not
+    NOT_FINITE, and a row whose variance is finite keeps the unscaled row's status."""
+    X, folds = _replay_trace()
+    opts = regret.ReplayOptions(candidates=32, num_segments=1, refine_steps=0, acq_gp="top")
+    plain = regret.replay(KEY, X, folds.mean(1), folds, min_points=10, options=opts)
+    s = np.float32(2.0**70)
+    big = regret.replay(KEY, X, folds.mean(1) * s, folds * s, min_points=10, options=opts)
+    np.testing.assert_array_equal(np.asarray(big.threshold), np.asarray(plain.threshold) * s)
+    over = np.asarray(big.computed) & ~np.isfinite(np.asarray(big.variance))
+    assert over.any() and bool(np.all(np.asarray(plain.ok)[over]))
+    np.testing.assert_array_equal(np.asarray(big.reason)[over], int(Reason.UNREPRESENTABLE))
+    assert not np.any(np.asarray(big.ok)[over])
+    fine = np.asarray(big.computed) & ~over
+    np.testing.assert_array_equal(np.asarray(big.reason)[fine], np.asarray(plain.reason)[fine])
+
+
+@pytest.mark.parametrize("field", ["fit_mean", "fixed_threshold", "warping"])
+def test_replay_boolean_options_must_be_bools(field):
+    X, folds = _replay_trace(12)
+    opts = regret.ReplayOptions(candidates=8, num_segments=1, refine_steps=0, acq_gp="top", **{field: "no"})
+    with pytest.raises(TypeError, match=field):
+        regret.replay(KEY, X, folds.mean(1), folds, min_points=4, min_evaluations=6, options=opts)
+
+
+def test_fit_boolean_option_must_be_a_bool():
+    X, y, cand = fit_data()
+    with pytest.raises(TypeError, match="fit_mean"):
+        regret.fit_regret_bound(KEY, X, y, candidates=cand, options=regret.FitOptions(fit_mean="no"))
+
+
+def test_stop_iterations_argument_checks():
+    """Thresholds must be finite and >= 0, a fold variance >= 0; an empty Conv-i list means no
+    such rule (as an empty ours_scales means no Ours rule); recorded EI / PI of replay may not
+    be NaN on real rows; rtc / ryc name their arguments on shapes that do not broadcast."""
+    T = 30
+    args = (jnp.linspace(1.0, 0.01, T), jnp.full(T, 0.1), jnp.linspace(1.0, 0.5, T), jnp.arange(1, T + 1))
+    for name in ("ei_thresholds", "pi_thresholds"):
+        for bad in ((-1.0,), (np.nan,)):
+            with pytest.raises(ValueError, match=name):
+                regret.stop_iterations(*args, ei=jnp.zeros(T), pi=jnp.zeros(T), **{name: bad})
+    with pytest.raises(ValueError, match="variance must be >= 0"):
+        regret.stop_iterations(*args, variance=jnp.full(T, -1.0), ours_variances=(0.5,))
+    none = regret.stop_iterations(*args, conv_patience=())
+    full = regret.stop_iterations(*args)
+    assert np.asarray(none.conv).shape == (0,)
+    np.testing.assert_array_equal(np.asarray(none.ours), np.asarray(full.ours))
+    X, folds = _replay_trace(12)
+    with pytest.raises(ValueError, match="ei has 1 NaN"):
+        regret.replay(KEY, X, folds.mean(1), folds, ei=jnp.zeros(12).at[3].set(jnp.nan), min_points=4,
+                      min_evaluations=6, options=regret.ReplayOptions(candidates=8, num_segments=1, acq_gp="top"))
+    with pytest.raises(ValueError, match="t_final and t_stop"):
+        regret.rtc(jnp.ones(3), jnp.ones(2))
+    with pytest.raises(ValueError, match="y_final and y_stop"):
+        regret.ryc(jnp.ones(3), jnp.ones(2))
+
+
+def test_float_options_accept_concrete_zero_d_arrays():
+    """A 0-d NumPy or JAX scalar is its value, as a Python float is (beta's closed form)."""
+    want = 0.2 * 2 * math.log(3.0 * 2.0**2 * math.pi**2 / (6 * 0.1))
+    for delta in (0.1, np.float32(0.1), jnp.float32(0.1), jnp.asarray(0.1)):
+        np.testing.assert_allclose(float(regret.beta(2.0, 3.0, delta=delta)), want, rtol=1e-6)
+    assert regret.FitOptions(delta=jnp.float32(0.1)) is not None
+    with pytest.raises(TypeError, match="delta"):
+        regret.beta(2.0, 3.0, delta=jnp.ones(2))

@@ -130,19 +130,28 @@ def _acquisition_args(mu, sd, best):
     return valid, jnp.where(valid, mu, 0), jnp.where(valid, sd, 1), jnp.where(valid, best, 0)
 
 
+# |z| beyond which EI is max(best - mu, 0): phi(40) ~ 1e-348 is 0 in float64 and float32,
+# and then z Phi(z) + phi(z) = z to rounding (z > 0) or 0 (z < 0).
+_EI_FAR = 40.0
+
+
 def ei(mu, sd, best):
     """Expected improvement ``E[max(best - f, 0)]`` for ``f ~ N(mu, sd^2)``, stable in the tail;
     NaN where ``mu``, ``sd`` or ``best`` is not finite (or ``sd < 0``)."""
     valid, mu, sd, best = _acquisition_args(mu, sd, best)
     pos = sd > 0
     s = jnp.where(pos, sd, 1)
-    z = (best - mu) / s
+    z_raw = (best - mu) / s
+    # beyond |z| = _EI_FAR (also where the ratio overflows to +-inf) phi(z) underflows in
+    # either dtype and EI is max(best - mu, 0) to rounding: taken directly, never 0 * inf
+    far = jnp.abs(z_raw) > _EI_FAR
+    z = jnp.clip(z_raw, -_EI_FAR, _EI_FAR)
     phi = _INV_SQRT_2PI * jnp.exp(-0.5 * z * z)
     direct = phi + z * jax.scipy.special.ndtr(z)
     # z Phi(z) = -phi(z) (1 - 1/z^2 + ...) cancels for z << 0: use the scaled erfc.
     tail = phi * (1 + z * _SQRT_HALF_PI * jax.scipy.special.erfcx(-z / _SQRT2))
     h = jnp.maximum(jnp.where(z > -1, direct, tail), 0)
-    out = jnp.where(pos, s * h, jnp.maximum(best - mu, 0))
+    out = jnp.where(pos & ~far, s * h, jnp.maximum(best - mu, 0))
     return jnp.where(valid, out, jnp.nan)
 
 

@@ -290,7 +290,8 @@ def fit_and_bound(key, X, y, avail, init, cand, dim_mask, size, delta, scale, cf
     ``beta`` that (``size``, ``delta``, ``scale``) do not define. The status
     (:class:`FittedBound` ``.ok`` / ``.reason``) checks, in order: bad input, no available
     row (``EMPTY``), the standardisation (``UNREPRESENTABLE``: the spread of ``y`` beyond
-    the dtype's range), the fit and posterior (their reasons), the bound on the
+    the dtype's range, or top-set values that differ only within a few roundings of their
+    magnitude, which :func:`jaxstop.gp.standardize` takes for constant), the fit and posterior (their reasons), the bound on the
     standardised scale, the bound in the units of ``y`` (``UNREPRESENTABLE``) and the
     other fields (``NOT_FINITE``).
 
@@ -311,6 +312,11 @@ def _fit_and_bound_one(key, X, y, avail, init, cand, dim_mask, size, delta, scal
     avail = avail & finite_rows
     X, y = checks.inert_rows(X, avail, 0), checks.inert_rows(y, avail, 0)
     order, tmask, top, Xt, z, mean, std = standardized_top(X, y, avail, cfg.capacity, cfg.fraction, cfg.min_points)
+    # distinct top values that standardize takes for constant (within CONSTANT_ULPS roundings
+    # of their magnitude): the dtype does not resolve their spread, and a bound on the unit
+    # scale it falls back to would not be in the units of y
+    yt = y[order]
+    blurred = (jnp.max(jnp.where(tmask, yt, -jnp.inf)) > jnp.min(jnp.where(tmask, yt, jnp.inf))) & jnp.all(z == 0)
     k_start, k_cand = jax.random.split(key)
     fit = partial(gp_fit.fit_profiled, Xt, z, tmask, min_noise=cfg.min_noise, steps=cfg.steps, fit_mean=cfg.fit_mean,
                   tol=cfg.fit_tol, warping=cfg.warping, use_prior=cfg.prior, joint=cfg.joint)
@@ -347,7 +353,7 @@ def _fit_and_bound_one(key, X, y, avail, init, cand, dim_mask, size, delta, scal
     reason = status.first_reason(
         (bad_rows | ~jnp.isfinite(b), Reason.BAD_INPUT),
         (~jnp.any(avail), Reason.EMPTY),
-        (~(jnp.isfinite(mean) & jnp.isfinite(std) & (std > 0)), Reason.UNREPRESENTABLE),
+        (~(jnp.isfinite(mean) & jnp.isfinite(std) & (std > 0)) | blurred, Reason.UNREPRESENTABLE),
         (~info.ok, regret_bound.own_reason(info.ok, info.reason)),
         (~rb.ok, rb.reason),
         (~status.all_finite(rb_y.bound, rb_y.ucb_min, rb_y.lcb_min, rb_y.lcb_min_grid), Reason.UNREPRESENTABLE),

@@ -14,7 +14,11 @@ from jaxstop._src import checks as _checks, gp_priors
 
 
 def float_param(value, name: str, *, low=0.0, high=None, inclusive_high=True) -> float:
-    """A finite Python float ``> low`` (and ``<= high``), or raises naming the argument."""
+    """A finite Python float ``> low`` (and ``<= high``), or raises naming the argument. A
+    concrete 0-d real NumPy or JAX array counts as its value."""
+    if (isinstance(value, (np.ndarray, jax.Array)) and value.shape == () and _checks.is_concrete(value)
+            and (np.issubdtype(value.dtype, np.floating) or np.issubdtype(value.dtype, np.integer))):
+        value = value.item()
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be a float, got {type(value).__name__}")
     value = float(value)

@@ -92,7 +92,10 @@ def fit_regret_bound(
         A :class:`FittedBound`; its ``bound`` is in the units of ``y`` (the GP sees ``y``
         standardised; with fewer than two valid points or a constant ``y`` there is no
         spread to measure, the scale is taken as 1, and the bound is that of the
-        standardised problem: an absolute number, not a multiple of ``y``'s scale),
+        standardised problem: an absolute number, not a multiple of ``y``'s scale; top-set
+        values that differ, but only within a few roundings of their magnitude (float32
+        losses near 1e6 that differ in their last bits), have a spread the dtype does not
+        resolve: ``Reason.UNREPRESENTABLE``),
         ``bound.ok`` (also ``.ok``) its status and ``bound.reason`` (also ``.reason``) a
         :class:`jaxstop.Reason`. ``ok`` is True only when every field is finite and
         computed from valid inputs; otherwise ``bound.bound`` is ``+inf``.
@@ -153,7 +156,7 @@ def fit_regret_bound(
     cfg = termination.FitConfig(
         capacity=termination.top_capacity(n, fraction, min_points), fraction=fraction, min_points=min_points,
         beta_t=beta_t, steps=_checks.positive_int(opts.fit_steps, "fit_steps"),
-        fit_mean=bool(opts.fit_mean),
+        fit_mean=_args.flag(opts.fit_mean, "options.fit_mean"),
         min_noise=min_noise, num_random=num_random, refine_steps=_args.nonneg_int(opts.refine_steps, "refine_steps"),
         refine_starts=_checks.positive_int(opts.refine_starts, "refine_starts"),
         chunk_size=_checks.positive_int(opts.chunk_size, "chunk_size"),

@@ -74,11 +74,16 @@ class ReplayResult(NamedTuple):
         reason: Per row, the :class:`jaxstop.Reason` of a computed row that is not ``ok``
             (that of :func:`fit_regret_bound`, else that of the BO's GP fit, whose EI / PI
             are then ``+inf`` while the bound stays usable, else ``BAD_INPUT`` for a
-            non-finite real fold score of the incumbent or ``NOT_FINITE`` for a fold
-            variance that overflowed, the threshold being NaN), ``EMPTY`` on rows not
-            computed, ``OK`` elsewhere; shape (T,) int32.
+            non-finite real fold score of the incumbent, ``NOT_FINITE`` for a threshold
+            that overflowed (then NaN), or ``UNREPRESENTABLE`` for a fold variance beyond
+            the dtype's range while the threshold is finite, e.g. float32 fold scores
+            near 1e20: ``variance`` is NaN there, the threshold and the rules on
+            ``sqrt(v * s^2)`` stay right), ``EMPTY`` on rows not computed, ``OK``
+            elsewhere; shape (T,) int32.
         variance: The fold variance ``s^2`` behind ``threshold`` (``ddof``), shape (T,):
-            the ``ours_variances`` rules compare ``bound < sqrt(v * variance)``.
+            the ``ours_variances`` rules compare ``bound < sqrt(v * variance)`` (computed
+            from ``s`` itself, so also where ``s^2`` is not representable); NaN where
+            the variance is not finite or not representable.
     """
 
     bound: jax.Array
@@ -265,12 +270,15 @@ def _replay_impl(key, configs, values, fold_scores, mask, fold_mask, dim_mask, e
     bound, ucb, lcb, ei, pi, num_fit, reason = (jnp.concatenate(a) for a in zip(*outs))
     computed = (jnp.arange(T) >= cfg.t0) & mask
     # a usable bound beside a threshold the data do not define is not ok either: the incumbent's
-    # real folds hold a non-finite value (an input), or their variance overflowed
+    # real folds hold a non-finite value (an input), or the threshold overflowed; nor is one
+    # whose fold variance s^2 is beyond the dtype's range (its threshold and s still usable)
     inc_folds = (fold_mask & mask[:, None])[incumbent]
     bad_folds = jnp.any(inc_folds & ~jnp.isfinite(fold_scores[incumbent]), axis=1)
-    undefined = (reason == int(Reason.OK)) & ~(jnp.isfinite(threshold) & jnp.isfinite(variance))
-    reason = jnp.where(undefined, jnp.where(bad_folds, int(Reason.BAD_INPUT), int(Reason.NOT_FINITE)),
-                       reason).astype(jnp.int32)
+    is_ok = reason == int(Reason.OK)
+    reason = jnp.where(is_ok & bad_folds, int(Reason.BAD_INPUT), reason)
+    reason = jnp.where(is_ok & ~bad_folds & ~jnp.isfinite(threshold), int(Reason.NOT_FINITE), reason)
+    reason = jnp.where(is_ok & ~bad_folds & jnp.isfinite(threshold) & ~jnp.isfinite(variance),
+                       int(Reason.UNREPRESENTABLE), reason).astype(jnp.int32)
     reason = jnp.where(computed, reason, jnp.int32(int(Reason.EMPTY)))
     bound = jnp.where(computed, bound, inf)
     ei = ei_rec if cfg.recorded_ei else jnp.where(computed, ei, inf)
@@ -449,6 +457,7 @@ def replay(
             a = _checks.float_array(a, name, dt)
             if a.shape != (T,):
                 raise ValueError(f"{name} must have shape ({T},) like values, got {a.shape}")
+            _args.no_nan_where(a, mask, name)
         rec[name] = a
     if candidates is None:
         cand = jnp.zeros((0, d), dt)
@@ -467,7 +476,7 @@ def replay(
         raise ValueError(f"ties must be one of {TIES}, got {opts.ties!r}")
     if not isinstance(opts.warping, (bool, np.bool_)):
         raise TypeError(f"warping must be a bool (or None: the convention's), got {opts.warping!r}")
-    warping = bool(opts.warping)
+    warping = _args.flag(opts.warping, "warping")
     fraction = _args.float_param(fraction, "fraction", high=1.0)
     min_points = _checks.positive_int(min_points, "min_points")
     min_evaluations = _checks.positive_int(min_evaluations, "min_evaluations")
@@ -482,7 +491,7 @@ def replay(
     cfg = _ReplayConfig(
         lag=lag, t0=min(t0, T), segments=_segments(T, t0, lag, fraction, min_points, num_segments, acq_all),
         fraction=fraction, min_points=min_points, min_evaluations=min_evaluations, beta_t=opts.beta_t,
-        ddof=int(opts.ddof), test_train_ratio=test_train_ratio, fixed_threshold=bool(opts.fixed_threshold),
+        ddof=int(opts.ddof), test_train_ratio=test_train_ratio, fixed_threshold=_args.flag(opts.fixed_threshold, "fixed_threshold"),
         ties_last=opts.ties == "last",
         num_candidates=num_random if redraw else 0,
         refine_steps=_args.nonneg_int(opts.refine_steps, "refine_steps"),
@@ -491,7 +500,7 @@ def replay(
                                              "first_fit_steps"),
         fit_steps=_checks.positive_int(_steps(opts.fit_steps, FIT_STEPS, warping), "fit_steps"),
         fit_tol=_checks.nonneg_float(opts.fit_tol, "fit_tol"),
-        fit_mean=bool(opts.fit_mean),
+        fit_mean=_args.flag(opts.fit_mean, "fit_mean"),
         min_noise=_args.float_param(opts.min_noise, "min_noise"),
         chunk_size=_checks.positive_int(opts.chunk_size, "chunk_size"),
         recorded_ei=rec["ei"] is not None, recorded_pi=rec["pi"] is not None, acq_all=acq_all,

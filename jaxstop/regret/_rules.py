@@ -186,6 +186,8 @@ def rule_arrays(ours_scales, ours_variances, conv_patience, ei_thresholds, pi_th
         if _checks.is_concrete(a) and not np.all(np.isfinite(np.asarray(a)) & (np.asarray(a) >= 0)):
             raise ValueError(f"{name} must be finite and >= 0, got {np.asarray(a).tolist()}")
     patience = jnp.asarray(conv_patience)
+    if patience.shape == (0,):  # no Conv-i rule (an empty sequence has no integer dtype of its own)
+        patience = jnp.zeros((0,), jnp.int32)
     if patience.ndim != 1 or not jnp.issubdtype(patience.dtype, jnp.integer):
         raise TypeError(f"conv_patience must be a 1-D sequence of ints, got {patience.dtype} of shape {patience.shape}")
     if _checks.is_concrete(patience) and np.any(np.asarray(patience) < 1):
@@ -194,6 +196,9 @@ def rule_arrays(ours_scales, ours_variances, conv_patience, ei_thresholds, pi_th
     pi_t = _checks.float_array(pi_thresholds, "pi_thresholds", dt)
     _checks.check_rank(ei_t, 1, "ei_thresholds")
     _checks.check_rank(pi_t, 1, "pi_thresholds")
+    for name, a in (("ei_thresholds", ei_t), ("pi_thresholds", pi_t)):
+        if _checks.is_concrete(a) and not np.all(np.isfinite(np.asarray(a)) & (np.asarray(a) >= 0)):
+            raise ValueError(f"{name} must be finite and >= 0, got {np.asarray(a).tolist()}")
     return scales, variances, patience.astype(jnp.int32), ei_t, pi_t
 
 
@@ -306,6 +311,10 @@ def stop_iterations(
     _args.no_nan_where(bound, mask, "bound")
     for name, a in conv.items():
         _args.no_nan_where(a, mask, name)
+    if "variance" in conv and _checks.is_concrete(conv["variance"], mask):
+        negative = np.asarray(mask) & (np.asarray(conv["variance"]) < 0)
+        if negative.any():
+            raise ValueError(f"variance must be >= 0 (a fold variance s^2), got {np.asarray(conv['variance'])[negative][:5].tolist()}")
     min_evaluations = _args.nonneg_int(min_evaluations, "min_evaluations")
     conv_rtol = _args.rtol(conv_rtol, "conv_rtol")
     scales, variances, patience, ei_t, pi_t = rule_arrays(ours_scales, ours_variances, conv_patience, ei_thresholds,
@@ -326,6 +335,13 @@ def _stop_rules_jit(bound, threshold, std, best, num_eval, valid, ei, pi, scales
                       pi_t, min_evaluations=min_evaluations, fixed_threshold=fixed_threshold, conv_rtol=rtol)
 
 
+def _broadcastable(a, b, name_a: str, name_b: str) -> None:
+    try:
+        np.broadcast_shapes(a.shape, b.shape)
+    except ValueError:
+        raise ValueError(f"{name_a} and {name_b} must have broadcastable shapes, got {a.shape} and {b.shape}") from None
+
+
 def ryc(y_final: ArrayLike, y_stop: ArrayLike) -> jax.Array:
     """Relative test-error change, Eq. (11): ``(y_T - y_es) / max(y_T, y_es)``.
 
@@ -339,6 +355,7 @@ def ryc(y_final: ArrayLike, y_stop: ArrayLike) -> jax.Array:
     """
     y_final = _checks.float_array(y_final, "y_final")
     y_stop = _checks.float_array(y_stop, "y_stop")
+    _broadcastable(y_final, y_stop, "y_final", "y_stop")
     return (y_final - y_stop) / jnp.maximum(y_final, y_stop)
 
 
@@ -352,4 +369,5 @@ def rtc(t_final: ArrayLike, t_stop: ArrayLike) -> jax.Array:
     """
     t_final = _checks.float_array(t_final, "t_final")
     t_stop = _checks.float_array(t_stop, "t_stop")
+    _broadcastable(t_final, t_stop, "t_final", "t_stop")
     return (t_final - t_stop) / t_final

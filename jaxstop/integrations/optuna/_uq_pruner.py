@@ -72,8 +72,17 @@ def plain_promotable(losses: np.ndarray, eta: int) -> bool:
 
 def rung_key(rung: int) -> str:
     """The system attribute that makes a trial a member of rung ``rung``: set (to its rung
-    value) when :class:`UQSuccessiveHalvingPruner` decides the trial there."""
+    value and the step it reported it at, ``[value, step]``) when
+    :class:`UQSuccessiveHalvingPruner` decides the trial there."""
     return f"jaxstop:uq_successive_halving:rung_{rung}"
+
+
+def _recorded(attr) -> tuple[float, int | None]:
+    """``(rung value, step)`` of a :func:`rung_key` attribute: ``[value, step]``, or a value
+    alone (studies begun before the step was recorded; step ``None``)."""
+    if isinstance(attr, (list, tuple)):
+        return float(attr[0]), int(attr[1])
+    return float(attr), None
 
 
 def _check_int(value, name: str, minimum: int) -> int:
@@ -85,8 +94,10 @@ class UQSuccessiveHalvingPruner(PicklableLock, optuna.pruners.BasePruner):
 
     Rungs as in Optuna's ``SuccessiveHalvingPruner`` (asynchronous successive halving,
     Li et al., 2020): rung ``r`` is at step ``S_r = min_resource * eta**(s + r)`` with
-    ``s = min_early_stopping_rate`` and ``eta = reduction_factor``. When a trial first
-    reports a step ``>= S_r`` (its rung value is the value at that step), it becomes a
+    ``s = min_early_stopping_rate`` and ``eta = reduction_factor``. When ``should_prune()``
+    is called and the trial's last report is at a step ``>= S_r`` of a rung it was not
+    decided at before (its rung value is that last value; it is decided once per rung, at
+    each rung up to the step in order, as in Optuna's pruner), it becomes a
     member of the rung, competes with the rung's other members -- the trials of the study
     decided at that rung before, promoted or not, in any state (a NaN rung value never
     competes), as in Optuna's pruner: a trial pruned at a lower rung is no member of a
@@ -97,8 +108,8 @@ class UQSuccessiveHalvingPruner(PicklableLock, optuna.pruners.BasePruner):
       ``max(1, n // eta)`` of the ``n`` rung values (:func:`plain_promotable`). This is
       Optuna's rule, and the decisions equal ``optuna.pruners.SuccessiveHalvingPruner``'s
       (with the same ``min_resource``, ``reduction_factor``, ``min_early_stopping_rate``,
-      ``bootstrap_count``) when the objective calls ``should_prune()`` after every report,
-      at consecutive steps or not.
+      ``bootstrap_count``), whenever the objective calls ``should_prune()`` (after every
+      report or not, at consecutive steps or not, twice at one step).
     * ``uq=True`` (SH+ of Liu et al., 2024, Section 3.3.2): it continues iff
       :func:`jaxstop.confidence.keep_count` keeps it, on the ``n`` members' converged-loss
       model (Assumption 3.3): ``mu`` their loss at the rung (the value, negated in a
@@ -204,8 +215,10 @@ class UQSuccessiveHalvingPruner(PicklableLock, optuna.pruners.BasePruner):
         trials = None
         rung = 0
         while (step_r := self.rung_step(rung)) <= last:
-            # decided now iff this report is the trial's first at or beyond the rung
-            if first_step_at(values, step_r, last) == last:
+            # decided at every rung its last report reached and it was not decided at before
+            # (its membership recorded there), as Optuna's pruner: a second call at the same
+            # step, or a report at a lower step, decides no rung again
+            if rung_key(rung) not in trial.system_attrs:
                 if trials is None:
                     trials = study.get_trials(deepcopy=False)
                 if not self._decide(study, trials, trial, rung, step_r, minimise):
@@ -216,16 +229,20 @@ class UQSuccessiveHalvingPruner(PicklableLock, optuna.pruners.BasePruner):
     def _members(self, trials, trial: FrozenTrial, rung: int, step_r: int):
         """``(number, rung value, rung step, trial)`` of every other trial decided at the rung
         (its system attribute :func:`rung_key` set) with a non-NaN value there, in
-        trial-number order."""
+        trial-number order: the value and step recorded when it was decided (a value alone,
+        in studies begun before steps were recorded: its step is then the first reported at
+        or beyond the rung)."""
         key = rung_key(rung)
         out = []
         for t in trials:
             iv = t.intermediate_values
             if t.number == trial.number or not iv or key not in t.system_attrs:
                 continue
-            s = first_step_at(iv, step_r)
-            if s is not None and not math.isnan(iv[s]):
-                out.append((t.number, iv[s], s, t))
+            value, s = _recorded(t.system_attrs[key])
+            if s is None or s not in iv:
+                s = first_step_at(iv, step_r)
+            if s is not None and not math.isnan(value):
+                out.append((t.number, value, s, t))
         out.sort(key=lambda m: m[0])
         return out
 
@@ -236,7 +253,7 @@ class UQSuccessiveHalvingPruner(PicklableLock, optuna.pruners.BasePruner):
         if not math.isnan(value):
             # the trial is a member of the rung from now on, promoted or not (a NaN value never
             # competes); the record lives in the study's storage, as Optuna's own pruner's
-            study._storage.set_trial_system_attr(trial._trial_id, rung_key(rung), float(value))
+            study._storage.set_trial_system_attr(trial._trial_id, rung_key(rung), [float(value), int(max(values))])
         others = self._members(trials, trial, rung, step_r)
         numbers = tuple(m[0] for m in others) + (trial.number,)
         n = len(numbers)
