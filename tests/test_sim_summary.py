@@ -226,3 +226,22 @@ def test_plot_regret_draws_each_policy_with_its_band(studies):
         sim.plot_regret(summaries, metric="final_regret")
     with pytest.raises(TypeError, match="Summary"):
         sim.plot_regret({"x": traces["sh"]})
+
+
+@pytest.mark.parametrize("num_configs", [10, 31, 97])
+def test_default_grid_holds_whole_budgets_exactly(num_configs):
+    """Random search over one-epoch curves spends budget j after its j-th job; on a grid of
+    num_configs + 1 points from 0 to num_configs (point i is budget i) the regret at point i
+    is the best-so-far after exactly i jobs (NumPy from the trace), NaN at 0. A grid point one
+    float32 ulp below i (as linspace gave for some i) would show the value after i - 1 jobs."""
+    vals = jnp.linspace(0.9, 0.1, num_configs, dtype=jnp.float32)[:, None]
+    table = sim.CurveTable(vals)
+    policy = policies.random_search(num_configs, max_budget=1)
+    traces = sim.run_batch(policy, table, jax.random.split(jax.random.key(0), 3))
+    s = sim.summarize(traces, table, budget_grid=num_configs + 1)
+    np.testing.assert_array_equal(np.asarray(s.budget_grid), np.arange(num_configs + 1))
+    losses = np.asarray(vals)[np.asarray(traces.jobs.config), 0]          # (studies, jobs)
+    want = np.minimum.accumulate(losses, axis=1) - np.asarray(vals).min()
+    got = np.asarray(s.studies.regret)
+    assert np.all(np.isnan(got[:, 0]))
+    np.testing.assert_array_equal(got[:, 1:], want)

@@ -227,7 +227,14 @@ def _summarize(f: dict, values, lengths, test, grid, levels, num_grid):
     # non-decreasing cumulative budget; un-run ones never count)
     spent = jnp.where(active, f["spent"].astype(dtype), jnp.inf)
     if grid is None:
-        grid = jnp.linspace(0.0, jnp.max(f["budget"]).astype(dtype), num_grid, dtype=dtype)
+        # i B / (num_grid - 1), a whole budget exactly where the quotient is one (linspace,
+        # and a division by the constant that XLA turns into a product with its reciprocal,
+        # fell one ulp short of some, leaving out the job finished exactly there)
+        top = jnp.max(f["budget"]).astype(dtype)
+        num = jnp.arange(num_grid, dtype=dtype) * top
+        grid = num / (num_grid - 1)
+        whole = jnp.round(grid)
+        grid = jnp.where(whole * (num_grid - 1) == num, whole, grid)
     done = jax.vmap(lambda s: jnp.searchsorted(s, grid, side="right"))(spent)  # (studies, grid)
     last = done - 1
     seen = last >= 0
@@ -269,7 +276,8 @@ def summarize(trace: Trace, table: CurveTable, *, budget_grid: Any = None,
         table: The :class:`CurveTable` the studies ran on.
         budget_grid: Cumulative budgets, shape (num_grid,), finite, >= 0, non-decreasing;
             or an int, the number of evenly spaced points from 0 to the largest budget any
-            study spent; default :data:`DEFAULT_GRID_POINTS`. Pass one grid to compare
+            study spent (point ``i`` is ``i B / (num_grid - 1)``, exact where that is a whole
+            budget); default :data:`DEFAULT_GRID_POINTS`. Pass one grid to compare
             several policies at the same budgets.
         quantiles: Quantile levels in [0, 1].
 
