@@ -480,6 +480,28 @@ def test_uq_pruner_argument_errors():
         UQSuccessiveHalvingPruner(keep_rule="median")
     with pytest.raises(ValueError, match="window"):
         UQSuccessiveHalvingPruner(window=1)
+    with pytest.raises(TypeError, match="uq must be a bool"):
+        UQSuccessiveHalvingPruner(uq="False")  # would otherwise count as True
+
+
+def test_bos_pruner_serves_one_study():
+    """Its records and tables are per trial number, which a second study's trials share: a
+    second study is refused (it once decided there with the first study's incumbent)."""
+    pruner = BOSPruner(2, max_steps=6, n_startup_trials=0, num_paths=500)
+
+    def objective(trial):
+        for step, v in enumerate([0.5, 0.4, 0.3, 0.2]):
+            trial.report(v, step)
+            if trial.should_prune():
+                raise optuna.TrialPruned()
+        return 0.2
+
+    first = optuna.create_study(pruner=pruner)
+    first.optimize(objective, n_trials=2)
+    first.optimize(objective, n_trials=1)  # the same study again: fine
+    second = optuna.create_study(pruner=pruner)
+    with pytest.raises(ValueError, match="give each study its own BOSPruner"):
+        second.optimize(objective, n_trials=1)
 
 
 @pytest.mark.parametrize("pruner", [BOSPruner(2, max_steps=6), UQSuccessiveHalvingPruner()],

@@ -434,3 +434,32 @@ def test_candidates_take_presence_patterns_with_their_frequencies():
     study.optimize(lambda t: t.suggest_float("x", 0, 1) + t.suggest_float("z", 0, 1), n_trials=1)
     again = term.inputs(study).candidates
     assert np.asarray(first).shape == (256, 4) and np.asarray(again).shape == (256, 8)
+
+
+def test_one_terminator_reads_each_study_it_is_given():
+    """A terminator asked about a second study (whose trials have the same numbers) encodes
+    that study's own parameters and decides as a fresh terminator does; with include_pruned,
+    a pruned trial whose last value is NaN (a diverged run) is left out instead of refused."""
+    def study_of(seed, centre, n):
+        s = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=seed))
+        s.optimize(lambda t: (t.suggest_float("x", -1, 1) - centre) ** 2, n_trials=n)
+        return s
+
+    a, b = study_of(0, 0.9, 14), study_of(1, -0.9, 16)
+    shared = RegretBoundTerminator(threshold=0.05, warm_start=False, **SETTINGS)
+    shared.inputs(a)
+    shared.should_terminate(a)
+    fresh = RegretBoundTerminator(threshold=0.05, warm_start=False, **SETTINGS)
+    got, want = shared.inputs(b), fresh.inputs(b)
+    np.testing.assert_array_equal(got.X, want.X)
+    xs = np.array([t.params["x"] for t in sorted(b.trials, key=lambda t: t.number)])
+    np.testing.assert_allclose(np.asarray(got.X)[: len(xs), 0], (xs + 1) / 2, rtol=0, atol=1e-15)
+    assert shared.evaluate(b) == fresh.evaluate(b)
+
+    trial = b.ask()
+    trial.report(float("nan"), 0)
+    b.tell(trial, state=TrialState.PRUNED)
+    with_pruned = RegretBoundTerminator(threshold=0.05, include_pruned=True, warm_start=False, **SETTINGS)
+    assert with_pruned.inputs(b).numbers == fresh.inputs(b).numbers  # the diverged trial left out
+    with pytest.raises(TypeError, match="include_pruned"):
+        RegretBoundTerminator(threshold=0.05, include_pruned="no")

@@ -119,7 +119,8 @@ class BOSPruner(PicklableLock, optuna.pruners.BasePruner):
     Cost. The first solve compiles (10-20 s on a 2-core CPU); later solves reuse the
     program (all shapes are fixed by ``N0``, ``N`` and ``num_paths``) and a decision is one
     jitted table lookup (about a millisecond). Tables are kept per trial number in this
-    instance and dropped once the trial has finished. With several processes (shared
+    instance and dropped once the trial has finished, so an instance serves one study (a
+    second study raises ``ValueError``: give each its own). With several processes (shared
     RDB / journal storage) each process solves the trials it runs; the solve is seeded by
     ``(seed, trial.number)``, so the same trial gets the same table in any process.
 
@@ -196,6 +197,7 @@ class BOSPruner(PicklableLock, optuna.pruners.BasePruner):
         self._lock = threading.Lock()
         self._tables: dict[int, bos.DecisionTable] = {}
         self.records: dict[int, BOSTrialRecord] = {}
+        self._study: tuple | None = None  # (name, id) of the one study it decides for
 
     # ----------------------------------------------------------------------------------
 
@@ -273,9 +275,21 @@ class BOSPruner(PicklableLock, optuna.pruners.BasePruner):
         return BOSTrialRecord(trial.number, True, t, float(k1), float(xi), best, prefix, bool(table.ok),
                               int(table.reason))
 
+    def _bind(self, study: optuna.Study) -> None:
+        """Ties the pruner to the first study it decides for; ``ValueError`` for another one
+        (its records and tables are per trial number, which another study's trials share)."""
+        ident = (study.study_name, getattr(study, "_study_id", None))
+        with self._lock:
+            if getattr(self, "_study", None) is None:  # (pickled before the binding existed: none)
+                self._study = ident
+        if ident != self._study:
+            raise ValueError(f"this BOSPruner decides for study {self._study[0]!r}, not {ident[0]!r}: its records "
+                             "and decision tables are kept per trial number; give each study its own BOSPruner")
+
     def prune(self, study: optuna.Study, trial: FrozenTrial) -> bool:
         """Whether to prune ``trial`` now (see the class docstring)."""
         minimise = check_study(study, "BOSPruner")
+        self._bind(study)
         if not trial.intermediate_values:
             return False
         errors = self._curve(trial, minimise)

@@ -239,12 +239,19 @@ def _rows(space, present, values, conditional) -> tuple[np.ndarray, tuple[str, .
     return X, tuple(columns)
 
 
+def _identity(trial) -> tuple:
+    """What tells a finished trial from another one of the same number (of another study, or
+    built anew): its number, storage id and start time."""
+    return trial.number, getattr(trial, "_trial_id", None), trial.datetime_start
+
+
 class IncrementalEncoder:
     """:func:`encode` of a growing list of trials, parsing and encoding each trial once.
 
     ``encoder(trials)`` equals ``encode(trials)`` for any list (the same arrays, bit for
     bit). A study's finished trials never change, so while a call's trials are the previous
-    call's plus trials of higher numbers, the search space is merged with the new trials
+    call's (the same trials: number, storage id and start time; trials of another study with
+    the same numbers are not) plus trials of higher numbers, the search space is merged with the new trials
     only and, as long as it and the layout (which parameters have a presence column) are
     unchanged, only the new trials are parsed and encoded, and the presence patterns
     counted; otherwise (another list, a trial of a lower number finishing late, a new
@@ -263,7 +270,7 @@ class IncrementalEncoder:
     """
 
     def __init__(self):
-        self._numbers: list[int] = []
+        self._numbers: list[tuple] = []  # trial identities (_identity), in number order
         self._space: dict[str, BaseDistribution] = {}
         self._present = np.zeros((0, 0), bool)
         self._values = np.zeros((0, 0))
@@ -272,7 +279,7 @@ class IncrementalEncoder:
 
     def __call__(self, trials: Sequence[Any]) -> Encoding:
         trials = sorted(trials, key=lambda t: t.number)
-        numbers = [t.number for t in trials]
+        numbers = [_identity(t) for t in trials]
         k = len(self._numbers)
         grows = numbers[:k] == self._numbers and k > 0
         if grows:

@@ -11,7 +11,8 @@ from the incumbent's cross-validation scores (:func:`jaxstop.regret.cv_threshold
 ``optuna.terminator``'s.
 
 Which trials: COMPLETE trials (their values); with ``include_pruned=True`` also PRUNED
-trials with at least one intermediate value (their last one). FAIL, RUNNING and WAITING
+trials with at least one intermediate value (their last one, unless it is NaN or inf: a
+run that diverged, which Optuna's pruners prune, offers no value). FAIL, RUNNING and WAITING
 trials never enter (they have no value). The incumbent, whose folds give the threshold, is
 the best COMPLETE trial (lowest number among ties). Maximised studies are minimised on
 ``-value``; the bound and threshold are in the objective's units either way.
@@ -225,7 +226,8 @@ class RegretBoundTerminator(PicklableLock):
             (all trials, the paper).
         ddof: Of the fold variance: 0 (Optuna, the authors' code) or 1 (the paper).
         candidates: Random valid configurations for the LCB's domain minimum.
-        include_pruned: Also fit PRUNED trials, at their last intermediate value.
+        include_pruned: Also fit PRUNED trials, at their last intermediate value (a
+            non-finite one leaves the trial out).
         warm_start: Start each fit from the previous one (faster); False makes every
             decision a function of the study's trials alone.
         seed: Seeds the candidates (``numpy`` generator of ``seed``, one draw per layout
@@ -282,8 +284,8 @@ class RegretBoundTerminator(PicklableLock):
             raise ValueError(f"ddof must be 0 or 1, got {ddof!r}")
         self.ddof = int(ddof)
         self.candidates = _positive_int(candidates, "candidates")
-        self.include_pruned = bool(include_pruned)
-        self.warm_start = bool(warm_start)
+        self.include_pruned = checks.boolean(include_pruned, "include_pruned")
+        self.warm_start = checks.boolean(warm_start, "warm_start")
         self.seed = checks.positive_int(seed, "seed", 0)
         if options is not None and not isinstance(options, regret.FitOptions):
             raise TypeError(f"options must be a jaxstop.regret.FitOptions, got {type(options).__name__}")
@@ -322,6 +324,8 @@ class RegretBoundTerminator(PicklableLock):
                 v = t.value
             elif t.state == TrialState.PRUNED and self.include_pruned and t.intermediate_values:
                 v = t.intermediate_values[max(t.intermediate_values)]
+                if not math.isfinite(v):  # a run that diverged (pruned on NaN) offers no value
+                    continue
             else:
                 continue
             rows.append(t)

@@ -188,7 +188,7 @@ class UQSuccessiveHalvingPruner(PicklableLock, optuna.pruners.BasePruner):
         self._eta = _check_int(reduction_factor, "reduction_factor", 2)
         self._rate = _check_int(min_early_stopping_rate, "min_early_stopping_rate", 0)
         self._bootstrap = _check_int(bootstrap_count, "bootstrap_count", 0)
-        self._uq = bool(uq)
+        self._uq = checks.boolean(uq, "uq")
         self._window = _check_int(window, "window", 2)
         if keep_rule not in _KEEP_RULES:
             raise ValueError(f"keep_rule must be one of {_KEEP_RULES}, got {keep_rule!r}")
