@@ -118,6 +118,26 @@ def test_64_bit_leaves_are_not_narrowed_into_jax_arrays_without_x64(tmp_path, co
     assert np.asarray(back["f"]).tobytes() == tree["f"].tobytes()
 
 
+def test_a_float64_curve_table_loads_without_x64(tmp_path):
+    """CurveTable.load of a float64 table where x64 is off: the values as float32, the rounding
+    of the stored float64 values (as any float64 table given to jaxstop there); with x64 on,
+    bit for bit. It once refused the file, advising a like= that CurveTable.load has not."""
+    from jaxstop import sim
+
+    values = np.random.default_rng(0).random((4, 5))
+    mask = np.arange(5)[None, :] < np.array([5, 3, 4, 1])[:, None]
+    path = tmp_path / "t64.npz"
+    sim.CurveTable(values, mask).save(path)
+    with jax.enable_x64(False):
+        back = sim.CurveTable.load(path)
+        assert back.values.dtype == np.float32
+        np.testing.assert_array_equal(np.asarray(back.mask), mask)
+        np.testing.assert_array_equal(np.asarray(back.values)[mask], values.astype(np.float32)[mask])
+    back = sim.CurveTable.load(path)
+    assert back.values.dtype == np.float64
+    assert np.asarray(back.values)[mask].tobytes() == values[mask].tobytes()
+
+
 @pytest.mark.parametrize("damage", ["empty", "half", "tail", "crc", "header", "text", "single_npy", "object",
                                     "foreign", "missing_leaf", "newer", "bad_count", "bad_paths"])
 def test_every_malformed_file_raises_one_clear_value_error(saved, tmp_path, damage):
@@ -248,6 +268,10 @@ def test_version_one_files_still_load_with_their_checks(tmp_path):
 def test_unsavable_leaf_is_a_type_error_naming_its_path(tmp_path):
     with pytest.raises(TypeError, match=r"\['bad'\].*object"):
         jaxstop.save({"bad": np.array([None], dtype=object)}, tmp_path / "x.npz")
+    # ml_dtypes' floats: the .npz format cannot name them; the error says so and what to do
+    for dtype in (jnp.bfloat16, jnp.float8_e4m3fn):
+        with pytest.raises(TypeError, match=r"\['half'\].*ml_dtypes.*cast it"):
+            jaxstop.save({"half": jnp.array([1.5], dtype)}, tmp_path / "x.npz")
     assert not os.listdir(tmp_path)  # nothing written, no temporary left
 
 

@@ -158,8 +158,13 @@ def save(tree, path: str | os.PathLike, *, compact: bool = False, sync: bool = F
             continue
         arr = np.asarray(leaf)
         if arr.dtype.kind not in _SAVABLE_KINDS:
-            raise TypeError(f"cannot save leaf {i} ({where or 'the root'}): dtype {arr.dtype} is not an array "
-                            "of numbers, booleans or strings")
+            # ml_dtypes' floats (bfloat16, float8_*) are NumPy's kind 'V': NumPy's .npz format
+            # cannot name them, so they would not load back as themselves
+            ml = arr.dtype.kind == "V" and arr.dtype.names is None and jnp.issubdtype(arr.dtype, jnp.number)
+            what = ("a number type of the ml_dtypes package, which the .npz format cannot store: cast it "
+                    "(e.g. to float32, exact for bfloat16 and float8) before saving" if ml else
+                    "not an array of numbers, booleans or strings")
+            raise TypeError(f"cannot save leaf {i} ({where or 'the root'}): dtype {arr.dtype} is {what}")
         if compact:
             arr, code = _encode(arr)
             codes.append(code)

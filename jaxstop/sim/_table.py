@@ -122,8 +122,9 @@ class CurveTable(NamedTuple):
 
     @classmethod
     def load(cls, path) -> "CurveTable":
-        """The table :meth:`save` wrote to ``path``, bit for bit (via :func:`jaxstop.load`);
-        ``ValueError`` naming the file for any other file."""
+        """The table :meth:`save` wrote to ``path``, bit for bit (via :func:`jaxstop.load`;
+        a float64 table where ``jax_enable_x64`` is off comes back in float32, as any float64
+        table given to jaxstop there); ``ValueError`` naming the file for any other file."""
         return load_table(path)
 
 
@@ -359,5 +360,8 @@ def load_table(path: str | os.PathLike) -> CurveTable:
     if not set(stored) <= set(_FIELDS) or ".values" not in stored or ".mask" not in stored:
         raise ValueError(f"{os.fspath(path)} is not a CurveTable saved by CurveTable.save: "
                          f"it holds {sorted(stored)}")
-    like = CurveTable(*[stored.get(f) for f in _FIELDS])
+    # NumPy leaves in like: read as stored (a float64 table also where jax_enable_x64 is off),
+    # then checked and converted as any table given to the simulator
+    like = CurveTable(*[None if stored.get(f) is None else np.broadcast_to(np.zeros((), stored[f].dtype), stored[f].shape)
+                        for f in _FIELDS])
     return check_table(_io.load(path, like=like))
