@@ -1,6 +1,7 @@
 """Curve tables in and out (from_long, save / load, load into abstract trees) and the command line."""
 
 import subprocess
+import textwrap
 import sys
 
 import jax
@@ -281,3 +282,21 @@ def test_bad_input_gives_a_clear_error(tmp_path, capsys):
         with pytest.raises(SystemExit) as exit_:
             main(["simulate", "--table", "alexnet", "--policy", "sh"] + extra)
         assert exit_.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_cli_in_float64_leaves_the_callers_x64_setting(tmp_path):
+    """sim.cli([..., "--dtype", "float64"]) runs in x64 mode for the call only: the
+    calling process (here a fresh one with x64 off) keeps its setting; the traces are float64."""
+    out = tmp_path / "o.npz"
+    script = textwrap.dedent(f"""
+        import jax, numpy as np
+        from jaxstop import sim
+        rc = sim.cli(["--table", "alexnet", "--policy", "random_search", "--runs", "2", "--dtype", "float64",
+                      "--out", {str(out)!r}, "--no-progress"])
+        with np.load({str(out)!r}) as z:
+            dtypes = sorted({{str(z[k].dtype) for k in z.files if z[k].dtype.kind == "f"}})
+        print(rc, jax.config.jax_enable_x64, dtypes)
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[-2] == "0 False ['float64']"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 from typing import Sequence
@@ -82,7 +83,7 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     g.add_argument("--max-budget", type=int, metavar="E",
                    help="epochs of a full evaluation (default: the table's longest curve)")
     g.add_argument("--dtype", choices=("float32", "float64"), default="float32",
-                   help="floating dtype of the simulation (default float32; float64 enables JAX's x64 mode)")
+                   help="floating dtype of the simulation (default float32; float64 runs in JAX's x64 mode, for this call only)")
     g.add_argument("--grid-points", type=int, default=DEFAULT_GRID_POINTS, metavar="G",
                    help=f"points of the summary's budget grid (default {DEFAULT_GRID_POINTS})")
     g.add_argument("--no-progress", action="store_true", help="do not print progress to stderr")
@@ -252,16 +253,17 @@ def cli(argv: Sequence[str] | None = None, prog: str | None = "python -m jaxstop
         parser.error(f"--out {args.out}: the directory {out_dir} is not writable")
     if args.checkpoint is not None and os.path.exists(args.checkpoint) and not os.path.isdir(args.checkpoint):
         parser.error(f"--checkpoint {args.checkpoint} exists and is not a directory")
-    if args.dtype == "float64":
-        jax.config.update("jax_enable_x64", True)
+    # float64 in JAX's x64 mode for this call only: a caller of cli() keeps its own setting
+    x64 = jax.enable_x64(True) if args.dtype == "float64" else contextlib.nullcontext()
     try:
-        table, where = read_table(args.table, np.dtype(args.dtype))
-        policy = build_policy(args, table)
-        traces = run_many(policy, table, jax.random.key(args.seed), args.runs, max_jobs=args.max_jobs,
-                          chunk_size=args.chunk_size, checkpoint=args.checkpoint, progress=not args.no_progress,
-                          record=args.record)
-        summary = summarize(traces, table, budget_grid=args.grid_points)
-        _io.save({"summary": summary, "traces": traces}, args.out, compact=True)
+        with x64:
+            table, where = read_table(args.table, np.dtype(args.dtype))
+            policy = build_policy(args, table)
+            traces = run_many(policy, table, jax.random.key(args.seed), args.runs, max_jobs=args.max_jobs,
+                              chunk_size=args.chunk_size, checkpoint=args.checkpoint, progress=not args.no_progress,
+                              record=args.record)
+            summary = summarize(traces, table, budget_grid=args.grid_points)
+            _io.save({"summary": summary, "traces": traces}, args.out, compact=True)
     except (ValueError, TypeError, OSError) as err:  # OSError: e.g. a disk that filled up while writing
         print(f"{parser.prog}: error: {_as_flag(str(err), vars(args))}", file=sys.stderr)
         return 2
