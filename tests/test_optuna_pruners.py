@@ -464,6 +464,9 @@ def test_bos_pruner_errors_name_the_argument():
         BOSPruner(6, max_steps=6)
     with pytest.raises(ValueError, match="value_range"):
         BOSPruner(2, max_steps=6, value_range=(1.0, 0.0))
+    for bad in ("01", {0: 1, 1: 0}, (0.0, 0.5, 1.0)):  # read as (0, 1) once
+        with pytest.raises(TypeError, match="value_range must be a pair"):
+            BOSPruner(2, max_steps=6, value_range=bad)
     with pytest.raises(ValueError, match="incumbent"):
         BOSPruner(2, max_steps=6, incumbent="best")
     assert BOSPruner(2, max_steps=6, seed=np.int64(3))._seed == 3

@@ -325,6 +325,12 @@ def test_bad_use_gives_clear_errors():
         report_cross_validation_scores(trial, [0.1, float("nan")])
     with pytest.raises(ValueError, match="at least 2"):
         report_cross_validation_scores(trial, [0.1])
+    with pytest.raises(ValueError, match="sequence of numbers"):  # a string's characters are no scores
+        report_cross_validation_scores(trial, "12")
+    with pytest.raises(TypeError, match="min_n_trials must be an int"):
+        RegretBoundTerminator(min_n_trials=2.0)
+    with pytest.raises(ValueError, match="top_trials_ratio"):
+        RegretBoundTerminator(top_trials_ratio=True)
     for bad in (dict(min_n_trials=0), dict(threshold=-1.0), dict(beta_t="iterations"), dict(ddof=2),
                 dict(top_trials_ratio=0.0)):
         with pytest.raises(ValueError, match=next(iter(bad))):

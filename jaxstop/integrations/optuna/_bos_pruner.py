@@ -63,6 +63,8 @@ class BOSTrialRecord(NamedTuple):
 
 def _check_range(value_range) -> tuple[float, float]:
     try:
+        if isinstance(value_range, (str, bytes, dict)) or len(value_range) != 2:
+            raise TypeError
         lo, hi = (float(v) for v in value_range)
     except (TypeError, ValueError) as err:
         raise TypeError(f"value_range must be a pair of numbers (lo, hi), got {value_range!r}") from err

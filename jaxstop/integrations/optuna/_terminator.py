@@ -82,6 +82,8 @@ def report_cross_validation_scores(trial: optuna.Trial, scores: Sequence[float])
         [0.8, 0.9, 0.85]
     """
     try:
+        if isinstance(scores, (str, bytes)):  # a string is a sequence of characters, not of scores
+            raise TypeError
         values = [float(s) for s in scores]
     except (TypeError, ValueError) as err:
         raise ValueError(f"scores must be a sequence of numbers, got {scores!r}") from err
@@ -180,12 +182,6 @@ class TerminatorRecord(NamedTuple):
 _cv_threshold = jax.jit(regret.cv_threshold, static_argnames=("ddof",))
 
 
-def _positive_int(value, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    return int(value)
-
-
 def check_single_objective(study: optuna.Study) -> None:
     """Raises ValueError naming ``study`` when it has several objectives."""
     if len(study.directions) != 1:
@@ -268,22 +264,23 @@ class RegretBoundTerminator(PicklableLock):
         options: regret.FitOptions | None = None,
         min_capacity: int = 32,
     ) -> None:
-        self.min_n_trials = _positive_int(min_n_trials, "min_n_trials")
+        self.min_n_trials = checks.positive_int(min_n_trials, "min_n_trials")
         if threshold is not None and not (isinstance(threshold, numbers.Real) and not isinstance(threshold, bool)
                                           and math.isfinite(threshold) and threshold >= 0):
             raise ValueError(f"threshold must be None or a finite number >= 0, got {threshold!r}")
         self.threshold = None if threshold is None else float(threshold)
-        if not (isinstance(top_trials_ratio, numbers.Real) and 0 < top_trials_ratio <= 1):
+        if not (isinstance(top_trials_ratio, numbers.Real) and not isinstance(top_trials_ratio, bool)
+                and 0 < top_trials_ratio <= 1):
             raise ValueError(f"top_trials_ratio must be in (0, 1], got {top_trials_ratio!r}")
         self.top_trials_ratio = float(top_trials_ratio)
-        self.min_top_trials = _positive_int(min_top_trials, "min_top_trials")
+        self.min_top_trials = checks.positive_int(min_top_trials, "min_top_trials")
         if beta_t not in termination.BETA_T:
             raise ValueError(f"beta_t must be one of {termination.BETA_T}, got {beta_t!r}")
         self.beta_t = beta_t
         if isinstance(ddof, bool) or ddof not in (0, 1):
             raise ValueError(f"ddof must be 0 or 1, got {ddof!r}")
         self.ddof = int(ddof)
-        self.candidates = _positive_int(candidates, "candidates")
+        self.candidates = checks.positive_int(candidates, "candidates")
         self.include_pruned = checks.boolean(include_pruned, "include_pruned")
         self.warm_start = checks.boolean(warm_start, "warm_start")
         self.seed = checks.positive_int(seed, "seed", 0)
@@ -296,7 +293,7 @@ class RegretBoundTerminator(PicklableLock):
             raise ValueError(f"options.prior must be one of {gp_priors.PRIORS}, got {self.options.prior!r}")
         if not isinstance(self.options.warping, (bool, np.bool_)):
             raise TypeError(f"options.warping must be a bool, got {self.options.warping!r}")
-        self.min_capacity = _positive_int(min_capacity, "min_capacity")
+        self.min_capacity = checks.positive_int(min_capacity, "min_capacity")
         self.last: TerminatorRecord | None = None
         self.history: list[TerminatorRecord] = []
         self._warm: tuple[Any, Any, Any] | None = None  # (layout, params, inv_hessian)
