@@ -76,11 +76,12 @@ def test_from_long_rejects_tables_it_cannot_represent():
         sim.CurveTable.from_long(["a"], [1.5], [0.5])
     with pytest.raises(ValueError, match="config must have one entry per record"):
         sim.CurveTable.from_long(["a"], [1, 2], [0.5, 0.4])
-    with pytest.raises(ValueError, match="table.values has 1 non-finite"):
+    # the column is named, and the record (not the table's entry, nor a mask from_long has not)
+    with pytest.raises(ValueError, match="value holds 1 value.* not finite .* first at record 1"):
         sim.CurveTable.from_long(["a", "a"], [1, 2], [0.5, np.nan])
     # test losses are checked as the values are (a NaN there made every test regret NaN)
-    with pytest.raises(ValueError, match="table.test has 1 non-finite"):
-        sim.CurveTable.from_long(["a", "a"], [1, 2], [0.5, 0.4], [0.3, np.nan])
+    with pytest.raises(ValueError, match="test holds 1 value.* not finite .* first at record 0"):
+        sim.CurveTable.from_long(["a", "a"], [1, 2], [0.5, 0.4], [np.inf, 0.3])
     tab = sim.CurveTable(jnp.array([[0.9, 0.5], [0.8, 0.3]]), test=jnp.array([[0.9, jnp.inf], [0.8, 0.3]]))
     with pytest.raises(ValueError, match="table.test has 1 non-finite"):
         sim.run(policies.random_search(2, max_budget=2), tab, jax.random.key(0))
@@ -249,6 +250,9 @@ def test_bad_input_gives_a_clear_error(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["simulate", "--table", "alexnet", "--policy", "random_search", "--uq", "--out", "x.npz"])
     assert "--uq does not apply to --policy random_search" in capsys.readouterr().err
+    with pytest.raises(SystemExit):  # a UQ setting without --uq once ran plain SH silently
+        main(["simulate", "--table", "alexnet", "--policy", "sh", "--keep-rule", "crossing", "--out", "x.npz"])
+    assert "--keep-rule applies with --uq only" in capsys.readouterr().err
     csv = tmp_path / "c.csv"
     csv.write_text("config,epoch,value\na,1,0.5\na,2,0.4\nb,1,0.6\n")
     assert main(["simulate", "--table", str(csv), "--policy", "gp_ucb", "--out", str(tmp_path / "o.npz")]) == 2

@@ -179,6 +179,8 @@ def test_bad_arguments_raise(studies):
         sim.summarize(t, table, budget_grid=1)
     with pytest.raises(ValueError, match="quantiles"):
         sim.summarize(t, table, quantiles=(0.5, 1.5))
+    with pytest.raises(TypeError, match="quantiles"):
+        sim.summarize(t, table, quantiles="0.5")
     with pytest.raises(ValueError, match="per-job"):
         sim.summarize(t._replace(spent=t.spent[:, :3]), table)
     # another table than the studies ran on: the incumbents' losses do not match

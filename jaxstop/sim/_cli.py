@@ -238,6 +238,9 @@ def cli(argv: Sequence[str] | None = None, prog: str | None = "python -m jaxstop
         if getattr(args, dest) is not None and args.policy not in names:
             flag = "--" + dest.replace("_", "-")
             parser.error(f"{flag} does not apply to --policy {args.policy} (it applies to {', '.join(names)})")
+    for dest in ("window", "keep_rule", "delta_estimate", "num_profile"):
+        if getattr(args, dest) is not None and not args.uq:
+            parser.error(f"--{dest.replace('_', '-')} applies with --uq only")
     for dest in ("runs", "chunk_size", "max_jobs", "max_budget", "grid_points"):
         value = getattr(args, dest)
         if value is not None and value < (2 if dest == "grid_points" else 1):

@@ -94,6 +94,8 @@ class Summary(NamedTuple):
 
 def _check_levels(quantiles) -> tuple[float, ...]:
     try:
+        if isinstance(quantiles, (str, bytes)):  # "0.5" would be read as the number
+            raise TypeError
         levels = tuple(float(q) for q in np.atleast_1d(np.asarray(quantiles, dtype=float)))
     except (TypeError, ValueError) as err:
         raise TypeError(f"quantiles must be a sequence of numbers in [0, 1], got {quantiles!r}") from err

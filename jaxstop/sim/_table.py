@@ -66,7 +66,7 @@ class CurveTable(NamedTuple):
         Raises:
             ValueError / TypeError: Naming the column: lengths differ, an epoch that is not
                 an integer >= 1, a configuration with a repeated or missing epoch, a
-                non-finite loss.
+                non-finite loss or test loss (naming the record).
 
         Example:
             >>> from jaxstop.sim import CurveTable
@@ -253,6 +253,11 @@ def from_long(config, epoch, value, test=None, *, return_labels: bool = False):
 
     def grid(column, name):
         col = _checks.float_array(column, name)
+        if _checks.is_concrete(col):
+            bad = ~np.isfinite(np.asarray(col))
+            if bad.any():
+                raise ValueError(f"{name} holds {int(bad.sum())} value(s) that are not finite (NaN or inf), the "
+                                 f"first at record {int(np.argmax(bad))}: leave such records out")
         dtype = np.dtype(col.dtype)
         out = np.full((num_configs, width), np.nan, dtype)
         out[codes, epoch - 1] = np.asarray(col)
