@@ -453,6 +453,11 @@ def test_leader_curve_float32_accuracy():
         oracle = np.array([quad_leader(ms, ss, k) for k in range(1, n + 1)])
         worst = max(worst, float(np.max(np.abs(np.asarray(curve, float)[:n] - oracle))))
     assert worst <= 2e-6
+    # a probability: never above 1 (curve[0] once came out at 1 + 3 float32 ulps on this problem)
+    mu = (1e30 + np.array([0.0, 1e15, 2e15])).astype(np.float32)
+    curve = np.asarray(leader_curve(mu, np.full(3, 1e15, np.float32)).curve)
+    assert curve[0] <= 1.0 and np.all(np.diff(curve) <= 0)
+    np.testing.assert_allclose(curve, [1.0, 0.5, 1.0 / 3.0], rtol=0, atol=2e-6)  # ties: 1/k exactly
 
 
 def test_equal_sigma_matches_paper_eq3():

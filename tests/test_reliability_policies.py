@@ -141,3 +141,48 @@ def test_flags_and_modes_are_checked():
     assert policies.sh(9, 9, uq=np.bool_(True)).report is not None
     with pytest.raises(ValueError, match="dim is the unit-cube mode's argument"):
         policies.random_search(6, max_budget=3, dim=4)
+    with pytest.raises(TypeError, match="replace must be a bool"):  # "no" once drew with replacement
+        policies.random_search(6, max_budget=3, replace="no")
+    x = np.linspace(0.0, 1.0, 12).reshape(6, 2)
+    with pytest.raises(TypeError, match="fit_mean must be a bool"):
+        policies.auto_termination_bo(max_budget=4, max_evals=6, candidates=x, threshold=0.02, num_init=3,
+                                     min_iterations=5, min_points=5, fit_mean="no")
+
+
+def test_concrete_params_of_other_shapes_are_checked_and_none_profile_completed():
+    """Concrete params given to sim.run cannot carry a vmap axis: a leaf of another shape goes
+    through the policy's check (it once ran, broadcast per slot, or failed deep inside); a
+    HalvingParams.delta_profile of None counts as all NaN there too, as in an eager step."""
+    table = sim.CurveTable(jnp.linspace(1.0, 0.1, 9)[:, None] * jnp.ones((9, 9)))
+    policy = policies.sh(9, 9, eta=3, uq=True, delta_estimate="window")
+    d = policy.default_params()
+    for bad in (jnp.full((9,), 0.5), jnp.ones(2)):
+        with pytest.raises(ValueError, match="params.min_sigma must be a scalar"):
+            sim.run(policy, table, jax.random.key(0), d._replace(min_sigma=bad))
+    a = sim.run(policy, table, jax.random.key(0), d._replace(delta_profile=None))
+    b = sim.run(policy, table, jax.random.key(0), d)
+    for x, y in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b)):
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+
+
+def test_policies_pickle_across_processes(tmp_path):
+    """A policy pickled in another process (another hash seed) loads equal to one built here:
+    its static configuration's hash is recomputed, so sim.run reuses the compiled program."""
+    import pickle
+    import subprocess
+    import sys
+
+    path = tmp_path / "policy.pkl"
+    # float32 stated: the default dtype follows x64, which the test session turns on
+    script = ("import pickle, numpy as np; from jaxstop import policies; "
+              f"pickle.dump(policies.sh(9, 9, eta=3, uq=True, dtype=np.float32), open({str(path)!r}, 'wb'))")
+    env = {**__import__("os").environ, "PYTHONHASHSEED": "123"}
+    subprocess.run([sys.executable, "-c", script], check=True, env=env, timeout=120)
+    loaded = pickle.loads(path.read_bytes())
+    here = policies.sh(9, 9, eta=3, uq=True, dtype=np.float32)
+    assert loaded == here and hash(loaded) == hash(here)
+    assert pickle.loads(pickle.dumps(here)) == here
+    table = sim.CurveTable(jnp.linspace(1.0, 0.1, 9, dtype=jnp.float32)[:, None] * jnp.ones((9, 9), jnp.float32))
+    a = sim.run(loaded, table, jax.random.key(1), record="final")
+    b = sim.run(here, table, jax.random.key(1), record="final")
+    assert int(a.incumbent) == int(b.incumbent) and int(a.budget) == int(b.budget)

@@ -373,6 +373,10 @@ class Static:
     def __repr__(self) -> str:
         return f"Static({type(self.value).__name__})"
 
+    def __reduce__(self):
+        # rebuilt from the configuration: the hash of its key (strings among it) is per process
+        return Static, (self.value,)
+
 
 @functools.lru_cache(maxsize=None)
 def jit_step(fn: Callable) -> Callable:
@@ -430,6 +434,11 @@ class Step:
     def _key(self):
         return (self.name, self.fn, self.static, self.defaults, self.check, self.eager)
 
+    def __reduce__(self):
+        # rebuilt from its parts (the protocol's signature it documents itself with holds
+        # annotations that do not pickle)
+        return Step, self._key()
+
     def __hash__(self) -> int:
         return hash(self._key())
 
@@ -474,7 +483,7 @@ class DefaultParams:
     0.15 ms, which an eager step or a :func:`jaxstop.sim.run` in a Python loop would
     otherwise pay at every call. They are kept per setting of ``jax_enable_x64`` (a
     default without an explicit dtype follows it); defaults traced inside ``jit`` are
-    never kept, and a deep copy of the policy starts without them.
+    never kept, and a deep copy or an unpickled policy starts without them.
     """
 
     def __init__(self, fn, static):
@@ -482,10 +491,9 @@ class DefaultParams:
         self.__doc__ = fn.__doc__
         self._kept = {}
 
-    def __getstate__(self):
-        state = dict(self.__dict__)
-        state["_kept"] = {}
-        return state
+    def __reduce__(self):
+        # a copy or an unpickled policy builds its defaults anew
+        return DefaultParams, (self.fn, self.static)
 
     def __hash__(self) -> int:
         return hash((self.fn, self.static))

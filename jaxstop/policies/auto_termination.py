@@ -325,9 +325,9 @@ def auto_termination_bo(
     capacity = _termination.top_capacity(max_evals, fraction, min_points)
     fit_cfg = _termination.FitConfig(
         capacity=capacity, fraction=fraction, min_points=min_points, beta_t=beta_t, steps=fit_steps,
-        fit_mean=bool(fit_mean), min_noise=min_noise, num_random=num_candidates if cube else 0,
+        fit_mean=_checks.boolean(fit_mean, "fit_mean"), min_noise=min_noise, num_random=num_candidates if cube else 0,
         refine_steps=refine_steps, refine_starts=refine_starts, chunk_size=chunk_size, fit_tol=fit_tol,
-        warping=bool(warping),
+        warping=_checks.boolean(warping, "warping"),
     )
     cfg = _steps.AutoTerminationConfig(
         cube=cube, num_configs=num_configs, d=d, max_budget=max_budget, max_evals=max_evals, num_init=num_init,

@@ -166,7 +166,8 @@ def random_search(
     else:
         num_configs = _checks.positive_int(num_configs, "num_configs")
     d = dim if cube else (cand.shape[1] if cand is not None else 0)
-    cfg = _Config(num_configs, max_budget, d, cube, bool(replace), cand, fdtype)
+    replace = _checks.boolean(replace, "replace")
+    cfg = _Config(num_configs, max_budget, d, cube, replace, cand, fdtype)
     # without replacement the study ends after every row: num_configs jobs
     limits = Limits(num_configs, None if (cube or replace) else num_configs, None, max_budget)
     return build_policy(cfg, init=_init, ask=_ask, tell=_tell, limits=limits)

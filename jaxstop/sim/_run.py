@@ -350,22 +350,29 @@ def check_run_args(policy, table, max_jobs, batched):
 def resolve_params(policy: Policy, params):
     """``params``, or the policy's defaults for ``None``; ``TypeError`` naming ``params``
     unless it has the structure of ``policy.default_params()`` (the same pytree of the same
-    types: a batch axis on the leaves, for ``vmap`` over params, is fine)."""
+    types; under ``vmap`` over params a batch axis on the leaves is fine).
+
+    Concrete params go through the policy's check, as in an eager step (which may also
+    complete them: a ``None`` field the policy documents, such as ``HalvingParams.delta_profile``,
+    becomes its default); traced params (``vmap`` over params, a batch axis) are the
+    caller's to check, as inside any ``jit``."""
     defaults = policy.default_params()
     if params is None or params is defaults:  # the policy's own defaults need no check
         return defaults
+    check = getattr(policy.init, "check", None)
+    concrete = all(_checks.is_concrete(a) for a in jax.tree_util.tree_leaves(params))
+    if check is not None and concrete and type(params) is type(defaults):
+        params = check(policy.init.static.value, params)
+        checked = True
+    else:
+        checked = False
     want, got = jax.tree_util.tree_structure(defaults), jax.tree_util.tree_structure(params)
     if want != got:
         raise TypeError(f"params must have the structure of policy.default_params() "
                         f"({type(defaults).__name__}: {want}), got {type(params).__name__}: {got}; "
                         "build them with policy.default_params()._replace(...)")
-    # concrete params of a policy's own shapes go through its check, as in an eager step
-    # (params with a batch axis, for vmap over them, are the caller's to check)
-    check = getattr(policy.init, "check", None)
-    leaves, default_leaves = jax.tree_util.tree_leaves(params), jax.tree_util.tree_leaves(defaults)
-    if (check is not None and all(_checks.is_concrete(a) for a in leaves)
-            and all(jnp.shape(a) == jnp.shape(b) for a, b in zip(leaves, default_leaves))):
-        check(policy.init.static.value, params)
+    if check is not None and concrete and not checked:
+        params = check(policy.init.static.value, params)
     return params
 
 
@@ -379,7 +386,9 @@ def run(policy: Policy, table: CurveTable, key: jax.Array, params: Any = None, *
     and tells the policy the result. The loop ends when the policy sets
     ``info.terminate`` or after ``max_jobs`` jobs; under ``jax.vmap`` it runs while
     some study does (a finished study keeps its state, and its results never depend on
-    the other studies of the batch) and ends when every study has.
+    the other studies' values; a batch of another size is another compiled program,
+    whose rounding can turn a float32 decision at a near-tie) and ends when every study
+    has.
 
     With the batch protocol (``batched``, the default for policies that offer it,
     e.g. SH / Hyperband and their UQ versions) a step runs a whole round: every job of

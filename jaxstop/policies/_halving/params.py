@@ -72,6 +72,9 @@ def check_params(config, params):
                              f"got {shape}")
     if all(_checks.is_concrete(a) for a in jax.tree_util.tree_leaves(params)):
         _check_values(params)
+    if params.delta_profile is None:  # counts as all NaN (not given): the defaults' structure
+        params = params._replace(delta_profile=jnp.full((config.max_budget,), jnp.nan,
+                                                        jnp.result_type(params.min_sigma)))
     return params
 
 
