@@ -71,8 +71,11 @@ def backward_induction(
 
     (:func:`summary_statistic` computes either on an observed curve, for
     :func:`decide`.) It is discretised into ``num_bins`` right-closed bins
-    of equal width over [0, 1] (edges ``np.linspace(0, 1, num_bins + 1)``; the
-    bin of ``v`` is the largest ``i`` with ``v > edges[i]``). A path counts when
+    of equal width over [0, 1] (edges ``i * (1 / num_bins)`` in the working dtype, the
+    last 1: ``np.linspace(0, 1, num_bins + 1)`` in float64, while in float32 an edge
+    may lie one ulp from the float32 rounding of linspace's, which moves only a value
+    within that ulp of an edge; the bin of ``v`` is the largest ``i`` with ``v > edges[i]``,
+    as ``table.edges`` holds them). A path counts when
     ``mask`` is set and it stays strictly inside (0, 1); other paths have no
     effect at all.
 

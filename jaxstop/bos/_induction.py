@@ -131,7 +131,8 @@ def with_status(table: DecisionTable, bad_input, fit_failed=False) -> DecisionTa
 
 
 def edges(num_bins: int, dtype) -> jax.Array:
-    # np.linspace(0, 1, num_bins + 1): edge i is float(i) * (1 / num_bins), the last 1.
+    # edge i is float(i) * (1 / num_bins) in dtype, the last 1: np.linspace(0, 1, num_bins + 1) in
+    # float64; in float32 an edge may be one ulp from linspace's rounded to float32
     i = jnp.arange(num_bins + 1, dtype=dtype)
     e = i * jnp.asarray(1.0 / num_bins, dtype)
     return e.at[-1].set(1.0)
