@@ -538,3 +538,25 @@ def test_argument_errors_name_the_argument():
         confidence.confidence_curve_batch(np.array([[0.1, 0.2], [np.nan, 0.2]]), np.ones((2, 2)))
     with pytest.raises(ValueError, match="at least one problem"):
         confidence.prob_best_batch(np.zeros((0, 3)), np.ones((0, 3)))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_subnormal_sigma_counts_as_zero(dtype):
+    """XLA:CPU flushes subnormal numbers to 0, so a subnormal sigma is no spread: eagerly a
+    ValueError naming sigma (it once passed the check and gave all-zero probabilities with
+    every candidate counted valid); inside jit the candidate is dropped and counted invalid,
+    and the others' probabilities are those of the problem without it (scipy quad)."""
+    tiny = np.finfo(dtype).tiny
+    mu = np.array([0.0, 0.3, 0.5], dtype)
+    sigma = np.array([0.2, 0.5, tiny / 4], dtype)
+    with pytest.raises(ValueError, match="sigma must be positive.*subnormal"):
+        confidence.prob_best(mu, sigma)
+    p = np.asarray(jax.jit(confidence.prob_best)(mu, sigma))
+    status = jax.jit(confidence.problem_status)(mu, sigma)
+    assert int(status.num_invalid) == 1 and int(status.reason) == Reason.BAD_INPUT
+    want = quad_prob_best(mu[:2].astype(float), sigma[:2].astype(float))
+    # float32: the quadrature's float32 bound of test_confidence (2e-6); float64: its 1e-8
+    np.testing.assert_allclose(p[:2], want, rtol=0, atol=2e-6 if dtype == np.float32 else 1e-8)
+    assert p[2] == 0.0
+    np.testing.assert_array_equal(np.asarray(confidence.effective_mask(mu, sigma)), [True, True, False])
+    assert np.all(np.asarray(confidence.effective_mask(mu, np.array([0.2, 0.5, tiny], dtype))))

@@ -84,7 +84,8 @@ def effective_mask(mu: ArrayLike, sigma: ArrayLike, mask: ArrayLike | None = Non
     """Candidates that enter the computations of this module.
 
     A candidate is used when ``mask`` selects it, its ``mu`` is finite and its
-    ``sigma`` is finite and positive. Outside ``jax.jit`` the other functions
+    ``sigma`` is finite and positive (a normal number: a subnormal one, which
+    the CPU flushes to 0, counts as 0). Outside ``jax.jit`` the other functions
     raise on such entries; inside ``jax.jit`` they silently mask them, and
     ``mask & ~effective_mask(mu, sigma, mask)`` reports which were dropped
     (:func:`problem_status` counts them). Unlike the other functions it never

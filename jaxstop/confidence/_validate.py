@@ -82,17 +82,20 @@ def prepare(mu, sigma, mask, *, batch_shape=None):
         if bad_mu.any():
             i = first_bad(bad_mu)
             raise ValueError(f"mu must be finite where mask is True, got mu{_at(i, batch_shape)} = {mu_np[i]}")
-        bad_s = m & ~(np.isfinite(s_np) & (s_np > 0))
+        bad_s = m & ~(np.isfinite(s_np) & (s_np >= np.finfo(s_np.dtype).tiny))
         if bad_s.any():
             i = first_bad(bad_s)
             raise ValueError(
-                f"sigma must be positive and finite where mask is True, got sigma{_at(i, batch_shape)} = {s_np[i]}"
+                f"sigma must be positive and finite where mask is True, got sigma{_at(i, batch_shape)} = {s_np[i]} "
+                f"(a subnormal sigma, below {np.finfo(s_np.dtype).tiny:.3g}, counts as 0: the CPU flushes it to 0)"
             )
     return mu, sigma, mask
 
 
 def valid_mask(mu, sigma, mask):
-    return mask & jnp.isfinite(mu) & jnp.isfinite(sigma) & (sigma > 0)
+    # a subnormal sigma counts as 0: XLA:CPU flushes subnormal numbers to zero in arithmetic
+    tiny = jnp.finfo(sigma.dtype).tiny
+    return mask & jnp.isfinite(mu) & jnp.isfinite(sigma) & (sigma >= tiny)
 
 
 def prepare_batch(mu, sigma, mask):
