@@ -291,8 +291,8 @@ def fit_and_bound(key, X, y, avail, init, cand, dim_mask, size, delta, scale, cf
     (:class:`FittedBound` ``.ok`` / ``.reason``) checks, in order: bad input, no available
     row (``EMPTY``), the standardisation (``UNREPRESENTABLE``: the spread of ``y`` beyond
     the dtype's range, or top-set values that differ only within a few roundings of their
-    magnitude, which :func:`jaxstop.gp.standardize` takes for constant), the fit and posterior (their reasons), the bound on the
-    standardised scale, the bound in the units of ``y`` (``UNREPRESENTABLE``) and the
+    magnitude, which :func:`jaxstop.gp.standardize` takes for constant), the fit and
+    posterior (their reasons), the bound on the standardised scale, the bound in the units of ``y`` (``UNREPRESENTABLE``) and the
     other fields (``NOT_FINITE``).
 
     Under ``vmap`` on CPU the studies are fitted in small groups, each until it converges

@@ -291,7 +291,8 @@ def leader_curve(mu: ArrayLike, sigma: ArrayLike, mask: ArrayLike | None = None)
     a round that keeps the top ``k``, the quantity whose change defines ``zeta``
     (Eq. 6 and Eq. 11 of Liu et al., 2024). It is nonincreasing in ``k`` and
     ``curve[0] = 1`` (to the rule's error; values are clipped to ``[0, 1]``, where the
-    rounding of the quadrature in float32 could leave ``curve[0]`` a few ulps above 1). All ``k`` share one rule graded on both sides towards
+    rounding of the quadrature in float32 could leave ``curve[0]`` a few ulps above 1).
+    All ``k`` share one rule graded on both sides towards
     ``b* = min_j (mu_j + 9 sigma_j)``: each top-``k`` subproblem's cut-off
     ``b_k = min_{j <= k} (mu_j + 9 sigma_j)`` is within ``9 sigma_j`` of ``b*``
     for every ``j <= k`` (as ``b* >= mu_j`` when ranked by ``mu``), so all its

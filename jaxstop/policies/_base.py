@@ -479,9 +479,10 @@ class DefaultParams:
     """``default_params()`` of a policy: ``fn(config)``; equal for equal configurations.
 
     Defaults built outside any transformation are kept and returned again while they are
-    JAX arrays (immutable): building them is a handful of eager array creations, about
-    0.15 ms, which an eager step or a :func:`jaxstop.sim.run` in a Python loop would
-    otherwise pay at every call. They are kept per setting of ``jax_enable_x64`` (a
+    JAX arrays (immutable): building them is a handful of eager array creations, which an
+    eager step or a :func:`jaxstop.sim.run` in a Python loop would otherwise pay at every
+    call (they were about half of a plain SH study's time in such a loop,
+    ``benchmarks/RESULTS.md``). They are kept per setting of ``jax_enable_x64`` (a
     default without an explicit dtype follows it); defaults traced inside ``jit`` are
     never kept, and a deep copy or an unpickled policy starts without them.
     """

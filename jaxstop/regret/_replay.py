@@ -491,7 +491,8 @@ def replay(
     cfg = _ReplayConfig(
         lag=lag, t0=min(t0, T), segments=_segments(T, t0, lag, fraction, min_points, num_segments, acq_all),
         fraction=fraction, min_points=min_points, min_evaluations=min_evaluations, beta_t=opts.beta_t,
-        ddof=int(opts.ddof), test_train_ratio=test_train_ratio, fixed_threshold=_args.flag(opts.fixed_threshold, "fixed_threshold"),
+        ddof=int(opts.ddof), test_train_ratio=test_train_ratio,
+        fixed_threshold=_args.flag(opts.fixed_threshold, "fixed_threshold"),
         ties_last=opts.ties == "last",
         num_candidates=num_random if redraw else 0,
         refine_steps=_args.nonneg_int(opts.refine_steps, "refine_steps"),

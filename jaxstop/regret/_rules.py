@@ -314,7 +314,8 @@ def stop_iterations(
     if "variance" in conv and _checks.is_concrete(conv["variance"], mask):
         negative = np.asarray(mask) & (np.asarray(conv["variance"]) < 0)
         if negative.any():
-            raise ValueError(f"variance must be >= 0 (a fold variance s^2), got {np.asarray(conv['variance'])[negative][:5].tolist()}")
+            shown = np.asarray(conv["variance"])[negative][:5].tolist()
+            raise ValueError(f"variance must be >= 0 (a fold variance s^2), got {shown}")
     min_evaluations = _args.nonneg_int(min_evaluations, "min_evaluations")
     conv_rtol = _args.rtol(conv_rtol, "conv_rtol")
     scales, variances, patience, ei_t, pi_t = rule_arrays(ours_scales, ours_variances, conv_patience, ei_thresholds,

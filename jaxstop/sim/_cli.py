@@ -83,7 +83,8 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     g.add_argument("--max-budget", type=int, metavar="E",
                    help="epochs of a full evaluation (default: the table's longest curve)")
     g.add_argument("--dtype", choices=("float32", "float64"), default="float32",
-                   help="floating dtype of the simulation (default float32; float64 runs in JAX's x64 mode, for this call only)")
+                   help="floating dtype of the simulation (default float32; float64 runs in JAX's x64 mode, "
+                        "for this call only)")
     g.add_argument("--grid-points", type=int, default=DEFAULT_GRID_POINTS, metavar="G",
                    help=f"points of the summary's budget grid (default {DEFAULT_GRID_POINTS})")
     g.add_argument("--no-progress", action="store_true", help="do not print progress to stderr")

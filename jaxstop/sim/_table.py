@@ -367,6 +367,6 @@ def load_table(path: str | os.PathLike) -> CurveTable:
                          f"it holds {sorted(stored)}")
     # NumPy leaves in like: read as stored (a float64 table also where jax_enable_x64 is off),
     # then checked and converted as any table given to the simulator
-    like = CurveTable(*[None if stored.get(f) is None else np.broadcast_to(np.zeros((), stored[f].dtype), stored[f].shape)
+    like = CurveTable(*[None if f not in stored else np.broadcast_to(np.zeros((), stored[f].dtype), stored[f].shape)
                         for f in _FIELDS])
     return check_table(_io.load(path, like=like))
