@@ -96,11 +96,16 @@ def test_plain_rule_equals_optuna_with_reports_that_skip_rungs(steps):
                 raise optuna.TrialPruned()
         return float(CURVES[c, -1])
 
+    plain_rule_equals_optuna(objective, dict(min_resource=1, reduction_factor=3), seed=5, n_trials=40)
+
+
+def plain_rule_equals_optuna(objective, settings, seed, n_trials):
+    """Random-sampler studies of ``objective`` with Optuna's pruner and the plain UQ pruner
+    end with the same trials, states and last steps, some pruned and some complete."""
     runs = []
-    for pruner in (optuna.pruners.SuccessiveHalvingPruner(min_resource=1, reduction_factor=3),
-                   UQSuccessiveHalvingPruner(min_resource=1, reduction_factor=3, uq=False)):
-        study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=5), pruner=pruner)
-        study.optimize(objective, n_trials=40)
+    for pruner in (optuna.pruners.SuccessiveHalvingPruner(**settings), UQSuccessiveHalvingPruner(**settings, uq=False)):
+        study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=seed), pruner=pruner)
+        study.optimize(objective, n_trials=n_trials)
         runs.append(outcome(study))
     assert runs[0] == runs[1]
     assert {s for s, _, _ in runs[0]} == {TrialState.PRUNED, TrialState.COMPLETE}
@@ -122,14 +127,7 @@ def test_plain_rule_equals_optuna_with_reports_in_any_order_and_repeated_calls()
                     raise optuna.TrialPruned()
         return float(CURVES[c, -1])
 
-    runs = []
-    for pruner in (optuna.pruners.SuccessiveHalvingPruner(min_resource=1, reduction_factor=2),
-                   UQSuccessiveHalvingPruner(min_resource=1, reduction_factor=2, uq=False)):
-        study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=7), pruner=pruner)
-        study.optimize(objective, n_trials=60)
-        runs.append(outcome(study))
-    assert runs[0] == runs[1]
-    assert {s for s, _, _ in runs[0]} == {TrialState.PRUNED, TrialState.COMPLETE}
+    plain_rule_equals_optuna(objective, dict(min_resource=1, reduction_factor=2), seed=7, n_trials=60)
 
 
 def test_nan_at_a_rung_is_pruned_as_optuna_does():

@@ -434,9 +434,7 @@ class Step:
     def _key(self):
         return (self.name, self.fn, self.static, self.defaults, self.check, self.eager)
 
-    def __reduce__(self):
-        # rebuilt from its parts (the protocol's signature it documents itself with holds
-        # annotations that do not pickle)
+    def __reduce__(self):  # from its parts: its protocol signature does not pickle
         return Step, self._key()
 
     def __hash__(self) -> int:
@@ -478,13 +476,10 @@ class Step:
 class DefaultParams:
     """``default_params()`` of a policy: ``fn(config)``; equal for equal configurations.
 
-    Defaults built outside any transformation are kept and returned again while they are
-    JAX arrays (immutable): building them is a handful of eager array creations, which an
-    eager step or a :func:`jaxstop.sim.run` in a Python loop would otherwise pay at every
-    call (they were about half of a plain SH study's time in such a loop,
-    ``benchmarks/RESULTS.md``). They are kept per setting of ``jax_enable_x64`` (a
-    default without an explicit dtype follows it); defaults traced inside ``jit`` are
-    never kept, and a deep copy or an unpickled policy starts without them.
+    Concrete defaults (JAX arrays, immutable) are kept per ``jax_enable_x64`` setting and
+    returned again: a Python loop of eager steps or :func:`jaxstop.sim.run` calls no longer
+    rebuilds them (about half of a plain SH study's time there, ``benchmarks/RESULTS.md``).
+    Traced ones are never kept; a copy or an unpickled policy builds them anew.
     """
 
     def __init__(self, fn, static):
@@ -493,7 +488,6 @@ class DefaultParams:
         self._kept = {}
 
     def __reduce__(self):
-        # a copy or an unpickled policy builds its defaults anew
         return DefaultParams, (self.fn, self.static)
 
     def __hash__(self) -> int:
