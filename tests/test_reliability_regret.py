@@ -131,6 +131,35 @@ def test_fit_without_real_dimensions_needs_beta_size():
 
 
 # ---------------------------------------------------------------------------- beta
+def test_fit_padded_dimensions_are_inert():
+    """A column that dim_mask marks padded changes nothing, whatever it holds (a hyperparameter
+    left out, values outside the cube, NaN): the bound is that of the real column, Eq. (8) of the
+    dense NumPy GP with the fitted parameters and beta of one dimension (rounding: 1e-9)."""
+    X, y, cand = fit_data()
+    dm = np.array([True, False])
+    fit = lambda X_: regret.fit_regret_bound(KEY, X_, y, dim_mask=dm, candidates=cand, **FIT)  # noqa: E731
+    Xz = X.copy()
+    Xz[:, 1] = 0.0
+    zero = fit(Xz)
+    assert bool(zero.ok)
+    for g in (X[:, 1], 7.0, np.nan):
+        Xg = X.copy()
+        Xg[:, 1] = g
+        chex.assert_trees_all_equal(fit(Xg), zero)
+        chex.assert_trees_all_close(jax.jit(fit)(jnp.asarray(Xg)), zero, rtol=1e-9, atol=1e-12)
+    p, top = zero.params, np.asarray(zero.top)
+    yt = y[top]
+    z = (yt - yt.mean()) / yt.std()
+    predict = np_posterior(X[top][:, :1], z, math.exp(float(p.log_amplitude)),
+                           np.exp(np.asarray(p.log_lengthscales))[:1], math.exp(float(p.log_noise)), float(p.mean))
+    t = int(zero.num_top)
+    beta = 0.2 * 2 * math.log(t**2 * math.pi**2 / (6 * 0.1))  # |Gamma| = 1 real dimension
+    assert float(zero.beta) == pytest.approx(beta, rel=1e-12)
+    _, ucb, lcb = np_eq8(predict, X[top][:, :1], cand[:, :1], beta)
+    assert float(zero.bound.ucb_min) == pytest.approx(ucb * yt.std() + yt.mean(), rel=1e-9)
+    assert float(zero.bound.lcb_min_grid) == pytest.approx(lcb * yt.std() + yt.mean(), rel=1e-9)
+
+
 def test_beta_domain_concrete_raises_traced_gives_nan():
     for t in (0.0, -2.0, np.nan, np.inf):
         with pytest.raises(ValueError, match=r"^t must be"):

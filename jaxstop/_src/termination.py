@@ -284,7 +284,8 @@ class FitConfig(NamedTuple):
 def fit_and_bound(key, X, y, avail, init, cand, dim_mask, size, delta, scale, cfg: FitConfig, init_h=None):
     """Top set -> standardise -> ML-II fit (warm start ``init``, ``init_h``) -> Eq. (8); one study.
 
-    Rows that ``avail`` marks unavailable are inert. A non-finite value on an available
+    Rows that ``avail`` marks unavailable and dimensions that ``dim_mask`` marks padded are
+    inert (the padded columns of ``X`` are taken as 0). A non-finite value on an available
     row, or an ``X`` row outside the unit cube, is left out of the computation and reported
     (``Reason.BAD_INPUT``); so is a
     ``beta`` that (``size``, ``delta``, ``scale``) do not define. The status
@@ -307,6 +308,7 @@ def _grouped_fit_and_bound(cfg: FitConfig):
 
 def _fit_and_bound_one(key, X, y, avail, init, cand, dim_mask, size, delta, scale, init_h, *, cfg: FitConfig):
     dt = X.dtype
+    X = jnp.where(dim_mask[None, :], X, 0)  # padded dimensions are inert, 0 as in the candidates
     finite_rows = jnp.isfinite(y) & gp_core.in_unit_cube(X)
     bad_rows = jnp.any(avail & ~finite_rows)
     avail = avail & finite_rows

@@ -106,6 +106,14 @@ def dim_mask(value, d: int) -> jax.Array:
     return _checks.mask_array(value, (d,), "dim_mask")
 
 
+def real_columns(X, dims):
+    """A concrete ``X`` without the columns ``dims`` marks padded (inert: the eager checks skip
+    them), or ``X`` itself."""
+    if _checks.is_concrete(X, dims) and not np.all(np.asarray(dims)):
+        return np.asarray(X)[:, np.asarray(dims)]
+    return X
+
+
 def beta_size(value, dims, dt):
     """``|Gamma|`` of :func:`jaxstop.regret.beta`: ``value``, or the number of real dimensions ``dims``."""
     if value is None:

@@ -75,7 +75,8 @@ def fit_regret_bound(
             from the identity (a gradient step) and scale it at their first update. A
             matrix that is not finite and symmetric with a positive diagonal (zeros, say,
             or one from a failed fit) is treated as none.
-        dim_mask: Real input dimensions, shape (d,) bool; default all.
+        dim_mask: Real input dimensions, shape (d,) bool; default all. Padded dimensions
+            are inert: whatever ``X`` holds there is taken as 0, as in the candidates.
         candidates: Domain points (m, d), or a number of uniform random points.
         fraction: Fraction of the evaluations in the fit.
         min_points: Minimum number of points in the fit (20: the authors' code and
@@ -132,7 +133,8 @@ def fit_regret_bound(
     dt = _checks.common_float_dtype(X, y)
     X, y = _checks.float_array(X, "X", dt), _checks.float_array(y, "y", dt)
     mask = _checks.mask_array(mask, (n,))
-    _checks.check_unit_cube(X, "X", mask)
+    dim_mask = _args.dim_mask(dim_mask, d)
+    _checks.check_unit_cube(_args.real_columns(X, dim_mask), "X", mask)
     _checks.check_finite_where(y, mask, "y")
     fraction = _args.float_param(fraction, "fraction", high=1.0)
     min_points = _checks.positive_int(min_points, "min_points")
@@ -141,7 +143,6 @@ def fit_regret_bound(
     delta = _args.float_param(opts.delta, "delta", high=1.0)
     beta_scale = _args.float_param(opts.beta_scale, "beta_scale")
     min_noise = _args.float_param(opts.min_noise, "min_noise")
-    dim_mask = _args.dim_mask(dim_mask, d)
     if isinstance(candidates, numbers.Integral) and not isinstance(candidates, bool):
         num_random = _checks.positive_int(candidates, "candidates")
         cand = jnp.zeros((0, d), dt)
