@@ -754,3 +754,15 @@ def test_float_options_accept_concrete_zero_d_arrays():
     assert regret.FitOptions(delta=jnp.float32(0.1)) is not None
     with pytest.raises(TypeError, match="delta"):
         regret.beta(2.0, 3.0, delta=jnp.ones(2))
+
+
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.float64])
+def test_cv_threshold_of_equal_folds_is_exactly_zero(dtype):
+    # Equal fold scores have s^2 = 0 (Eq. 9), so the threshold of Eq. (10) is exactly 0. The
+    # rounded mean of k equal values can sit an ulp away from them, and the deviations from
+    # it made s ~1e-7 relative in float32: a positive threshold where no gap can be resolved.
+    rng = np.random.default_rng(5)
+    for value in rng.uniform(-1e3, 1e3, 60).astype(dtype):
+        for k in (3, 5, 10):
+            folds = jnp.full((k,), value, dtype)
+            assert float(regret.cv_threshold(folds)) == 0.0, (value, k)

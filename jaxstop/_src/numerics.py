@@ -266,13 +266,17 @@ def scaled_variance(vals, ok, ddof: int):
     scaled by ``inv``, the power of two just above their largest magnitude. The scaling is
     exact, so ``v / inv^2`` is the variance wherever that is representable, and neither
     squares near the top of the dtype's range overflow (float32 losses near 1e20) nor
-    those near its bottom underflow; ``sqrt(v) / inv`` is the standard deviation."""
+    those near its bottom underflow; ``sqrt(v) / inv`` is the standard deviation. Equal values have variance exactly 0."""
     zero = jnp.zeros((), vals.dtype)
     vals = jnp.where(ok, vals, zero)
     inv = inverse_power_of_two(jnp.max(jnp.abs(vals), axis=-1))
     vals = vals * inv[..., None]
     cnt = jnp.sum(ok, axis=-1)
-    mean = jnp.sum(vals, axis=-1) / jnp.maximum(cnt, 1).astype(vals.dtype)
+    num = jnp.maximum(cnt, 1).astype(vals.dtype)
+    mean = jnp.sum(vals, axis=-1) / num
+    # one correction of the rounded mean by the mean deviation from it: equal values then
+    # deviate by exactly 0 (their rounded mean is within an ulp, the deviations are exact)
+    mean = mean + jnp.sum(jnp.where(ok, vals - mean[..., None], zero), axis=-1) / num
     dev = jnp.where(ok, vals - mean[..., None], zero)
     var = jnp.sum(dev * dev, axis=-1) / jnp.maximum(cnt - ddof, 1).astype(vals.dtype)
     return jnp.where(cnt > ddof, var, zero), inv, cnt
