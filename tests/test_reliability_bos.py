@@ -402,3 +402,35 @@ def test_static_floats_are_checked_in_the_prefix_dtype():
                  lambda: bos.solve_batch(key, PREFIX[None], 0.3, HORIZON, 100.0, 99.0, 1.0, noise_var=1e300)):
         with pytest.raises(ValueError, match="noise_var"):
             call()
+
+
+def test_epochs_beyond_int32_do_not_wrap(good_table):
+    """An epoch past the table's rows (or past the curve) is out of range whatever its integer
+    type: decide looked 2**32 + e up as epoch e (the cast to int32 wrapped it), and
+    summary_statistic averaged epochs 1..e."""
+    row, col = np.argwhere(np.asarray(good_table.actions) == bos.ACTION_STOP)[0]
+    epoch = int(good_table.first_epoch) + int(row)
+    mean = float(np.asarray(good_table.edges)[col] + 0.5 / 99)  # the middle of bin col
+    traced = jax.jit(bos.decide)
+    assert int(bos.decide(good_table, epoch, mean)) == int(traced(good_table, epoch, mean)) == bos.ACTION_STOP
+    for far in (2**32 + epoch, np.int64(2**32 + epoch), np.int64(epoch - 2**32), np.uint64(2**32 + epoch)):
+        assert int(bos.decide(good_table, far, mean)) == bos.ACTION_FORCED_CONTINUE, far
+        assert int(traced(good_table, far, mean)) == bos.ACTION_FORCED_CONTINUE, far
+    errors = np.array([0.5, 0.5, 0.25, 0.25])
+    assert float(bos.summary_statistic(errors, 3, 0)) == (0.5 + 0.5 + 0.25) / 3
+    for far in (2**32 + 3, np.int64(2**32 + 3), np.int64(3 - 2**32)):
+        assert np.isnan(float(bos.summary_statistic(errors, far, 0))), far  # beyond the curve: undefined
+        got = np.asarray(bos.summary_statistic(errors, np.array([far, 3]), 2, statistic="after_n0"))
+        assert np.isnan(got[0]) and got[1] == 0.25, far
+
+
+def test_traced_n0_must_match_the_prefix():
+    """With a prefix, n0 is len(prefix): concrete, another raises; traced, it voided nothing
+    and labelled the rows with epochs the statistic was not binned for."""
+    values, mask, prefix = np.full((50, 3), 0.5), np.ones(50, bool), np.full(4, 0.4)
+    with pytest.raises(ValueError, match="n0"):
+        bos.backward_induction(values, mask, 0.3, 1.0, 1.0, 1.0, prefix=prefix, n0=6)
+    f = jax.jit(lambda n0: bos.backward_induction(values, mask, 0.3, 1.0, 1.0, 1.0, prefix=prefix, n0=n0))
+    good = f(4)
+    assert bool(good.ok) and int(good.first_epoch) == 5
+    assert_void(f(6))

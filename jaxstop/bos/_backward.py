@@ -163,7 +163,8 @@ def backward_induction(
         xi: ``xi_t`` of Theorem 1 (see :func:`xi`); corrected mode only.
         n0: Number of observed epochs ``N0`` before the first simulated one, an
             integer ``>= 0`` (default: ``len(prefix)``, or 0 without a prefix); inside
-            ``jit`` a negative or fractional one voids the table (``BAD_INPUT``).
+            ``jit`` a negative or fractional one, or with a prefix one other than
+            ``len(prefix)``, voids the table (``BAD_INPUT``).
         valid: Deprecated name of ``mask`` (a :class:`DeprecationWarning`; removed in
             the next release). Positional calls are unchanged.
         statistic: ``"all_epochs"``, ``"after_n0"`` or ``None`` (the mode's default).
@@ -253,7 +254,8 @@ def _observed_part(prefix, n0, statistic: str, dtype):
     bad_n0 = _check_n0(n0)
     if checks.is_concrete(n0) and int(np.asarray(n0)) != prefix.shape[0]:
         raise ValueError(f"n0 must equal len(prefix) = {prefix.shape[0]}, got {n0!r}")
-    bad = screen([rule("prefix", prefix)])
+    # traced: another n0 would label the rows with epochs the statistic was not binned for
+    bad = screen([rule("prefix", prefix), ("n0", n0, lambda v: v == prefix.shape[0], "len(prefix)")])
     s0, c0 = _statistic.prefix_part(prefix, statistic)
     return n0, s0, c0, bad | bad_n0
 

@@ -10,7 +10,7 @@ from jaxstop._src import checks
 from jaxstop.bos._backward import backward_induction  # noqa: F401
 from jaxstop.bos._induction import ACTION_FORCED_CONTINUE, DecisionTable, bin_index
 from jaxstop.bos._statistic import summary_statistic  # noqa: F401
-from jaxstop.bos._validate import screen
+from jaxstop.bos._validate import int32_epoch, screen
 
 
 def _integral(e):
@@ -71,7 +71,7 @@ def decide(table: DecisionTable, epoch: ArrayLike, running_mean: ArrayLike) -> j
     if isinstance(epoch, (str, bytes)):
         raise TypeError(f"epoch must be an integer, got {type(epoch).__name__}")
     try:
-        epoch = jnp.asarray(epoch)
+        epoch = jnp.asarray(int32_epoch(epoch))
     except (TypeError, ValueError) as err:
         raise TypeError(f"epoch must be an integer, got {type(epoch).__name__}") from err
     if jnp.issubdtype(epoch.dtype, jnp.floating):
@@ -92,8 +92,11 @@ def decide(table: DecisionTable, epoch: ArrayLike, running_mean: ArrayLike) -> j
 def _decide(table, epoch, running_mean):
     T, B = table.actions.shape
     bad = ~_integral(epoch) | ~jnp.isfinite(running_mean)
-    row = jnp.where(bad, -1, epoch).astype(jnp.int32) - table.first_epoch
+    # the row is found in the epoch's own dtype: an int64 epoch of 2**32 + 9 must not wrap to 9
+    first = table.first_epoch.astype(epoch.dtype)  # strong: a weakly typed epoch would follow int32
+    in_rows = ~bad & (epoch >= first) & (epoch - first < T)
+    row = jnp.where(in_rows, epoch - first, 0).astype(jnp.int32)
     b = bin_index(jnp.where(bad, 0.5, running_mean), B)
-    usable = (row >= 0) & (row < T) & ~bad & table.ok
+    usable = in_rows & table.ok
     action = table.actions[jnp.clip(row, 0, T - 1), b]
     return jnp.where(usable, action, ACTION_FORCED_CONTINUE).astype(jnp.int32)

@@ -29,6 +29,7 @@ from jax import lax
 from jax.typing import ArrayLike
 
 from jaxstop._src import checks
+from jaxstop.bos._validate import int32_epoch
 
 STATISTICS = ("all_epochs", "after_n0")
 
@@ -112,7 +113,7 @@ def summary_statistic(errors: ArrayLike, epoch: ArrayLike, n0: int, *, statistic
         raise ValueError(f"errors must have an epochs axis with at least one epoch, got shape {errors.shape}")
     n0 = checks.positive_int(n0, "n0", 0)
     statistic = resolve_statistic(statistic)
-    epoch = jnp.asarray(epoch)
+    epoch = jnp.asarray(int32_epoch(epoch))
     if not jnp.issubdtype(epoch.dtype, jnp.integer):
         raise TypeError(f"epoch must be an integer, got dtype {epoch.dtype}")
     try:
@@ -128,7 +129,9 @@ def _summary_impl(errors, epoch, first):
     N = errors.shape[-1]
     shape = jnp.broadcast_shapes(errors.shape[:-1], epoch.shape)
     errors = jnp.broadcast_to(errors, shape + (N,))
-    epoch = jnp.broadcast_to(epoch, shape).astype(jnp.int32)
+    epoch = jnp.broadcast_to(epoch, shape)
+    # out-of-range epochs become 0 before the cast (2**32 + 3 must not wrap to 3)
+    epoch = jnp.where((epoch >= 1) & (epoch <= N), epoch, 0).astype(jnp.int32)
 
     def body(i, total):
         take = (i >= first) & (i < epoch)

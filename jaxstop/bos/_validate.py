@@ -98,6 +98,24 @@ def screen(rows: Sequence[tuple], batch_shape: tuple[int, ...] = ()) -> jax.Arra
     return bad
 
 
+def int32_epoch(epoch):
+    """A concrete integer ``epoch`` read on the host and clipped into int32's range (every
+    epoch beyond it is past any table or curve: the answer is the same), so that JAX without
+    x64 cannot wrap an int64 of ``2**32 + 9`` to 9; anything else is returned as it is."""
+    if isinstance(epoch, (bool, np.bool_, str, bytes)) or not checks.is_concrete(epoch):
+        return epoch
+    try:
+        e = np.asarray(epoch)
+    except (TypeError, ValueError):
+        return epoch
+    if e.dtype.kind not in "iu" or e.size == 0:
+        return epoch
+    lo, hi = np.iinfo(np.int32).min, np.iinfo(np.int32).max
+    if e.dtype.kind == "u":
+        return np.where(e > hi, hi, e).astype(np.int64)
+    return np.clip(e.astype(np.int64), lo, hi)
+
+
 def rule(name: str, value, key: str | None = None) -> tuple:
     """The :func:`screen` row of argument ``name`` under rule ``key`` (default: ``name``)."""
     predicate, expected = RULES[key or name]
