@@ -412,6 +412,20 @@ def test_bos_incumbent_skips_pruned_runs_that_diverged():
     assert rec.active and rec.best_error == pytest.approx(0.5 - 0.02 * 5, abs=1e-12)
 
 
+def test_bos_pruner_prunes_a_run_that_diverged():
+    # A NaN report (a diverged run) raised ValueError about value_range from should_prune(),
+    # which failed the trial and stopped study.optimize. It now prunes the trial, as Optuna's
+    # SuccessiveHalvingPruner prunes a NaN (test_nan_at_a_rung_is_pruned_as_optuna_does), once
+    # the startup trials have finished; during the startup it is not pruned.
+    for nan_trial, state, last_step in ((4, TrialState.PRUNED, 2), (1, TrialState.COMPLETE, L - 1)):
+        pruner = BOSPruner(N0, max_steps=L, n_startup_trials=2, num_paths=500)
+        study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=1), pruner=pruner)
+        study.optimize(replay(nan_trial=nan_trial), n_trials=6)  # raised before
+        assert len(study.trials) == 6
+        assert (study.trials[nan_trial].state, study.trials[nan_trial].last_step) == (state, last_step)
+        assert nan_trial not in pruner.records  # no BOS problem is solved on a NaN prefix
+
+
 @pytest.mark.parametrize("make", [lambda: UQSuccessiveHalvingPruner(min_resource=2, reduction_factor=3),
                                   lambda: BOSPruner(8, max_steps=L, n_startup_trials=2, num_paths=500)])
 def test_studies_with_the_pruners_pickle_and_go_on_alike(make):
@@ -448,8 +462,8 @@ def test_bos_pruner_errors_name_the_argument():
 
     with pytest.raises(ValueError, match=r"1\.5 lies outside value_range=\(0\.0, 1\.0\)"):
         run([0.5, 1.5])
-    with pytest.raises(ValueError, match="nan lies outside value_range"):
-        run([0.5, math.nan])
+    with pytest.raises(ValueError, match="-0.5 lies outside value_range"):
+        run([0.5, -0.5])
     with pytest.raises(ValueError, match="80.0 lies outside value_range"):  # accuracies in percent, unmapped
         run([80.0, 85.0], BOSPruner(2, max_steps=6, num_paths=500))
     with pytest.raises(ValueError, match="no value at step 1"):

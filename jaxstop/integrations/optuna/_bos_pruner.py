@@ -105,10 +105,11 @@ class BOSPruner(PicklableLock, optuna.pruners.BasePruner):
     ``e = (v - lo) / (hi - lo)`` in a minimised study and ``e = (hi - v) / (hi - lo)`` in a
     maximised one, with ``(lo, hi) = value_range`` (default (0, 1): errors to minimise,
     or accuracies to maximise, ``e = 1 - accuracy``); ``e`` is then clipped into
-    ``[eps, 1 - eps]``. A value (reported, or the incumbent's) outside ``value_range``, NaN
-    or inf raises ``ValueError`` naming ``value_range``; a missing step raises
-    ``ValueError`` (the GP and the running mean need one value per epoch), and so does a
-    step ``>= max_steps``.
+    ``[eps, 1 - eps]``. A reported NaN or inf (a run that diverged) prunes the trial, as
+    Optuna's pruners prune a NaN, once the startup trials have finished (during the startup
+    it is not pruned). A finite value (reported, or the incumbent's) outside ``value_range``
+    raises ``ValueError`` naming ``value_range``; a missing step raises ``ValueError`` (the
+    GP and the running mean need one value per epoch), and so does a step ``>= max_steps``.
 
     Incumbent. ``incumbent="all"`` (default, as the paper: the best observed value over
     every evaluation) takes the best of the complete trials' values and the pruned
@@ -224,7 +225,9 @@ class BOSPruner(PicklableLock, optuna.pruners.BasePruner):
         eps = float(np.finfo(dtype).eps)
         return np.clip(e, eps, 1 - eps).astype(dtype)
 
-    def _curve(self, trial: FrozenTrial, minimise: bool) -> np.ndarray:
+    def _curve(self, trial: FrozenTrial, minimise: bool) -> np.ndarray | None:
+        """The trial's errors of steps ``0..last`` (``None`` when one of its values is NaN
+        or inf: a run that diverged)."""
         values = trial.intermediate_values
         last = max(values)
         if last >= self._N:
@@ -234,8 +237,10 @@ class BOSPruner(PicklableLock, optuna.pruners.BasePruner):
             missing = min(set(range(last + 1)) - set(values))
             raise ValueError(f"BOSPruner needs a value at every step 0, 1, ...: trial {trial.number} has no "
                              f"value at step {missing}")
-        return self._errors([values[s] for s in range(last + 1)], minimise,
-                           f"trial {trial.number}'s value")
+        curve = [values[s] for s in range(last + 1)]
+        if not all(math.isfinite(v) for v in curve):
+            return None
+        return self._errors(curve, minimise, f"trial {trial.number}'s value")
 
     def _incumbent_error(self, finished: list[FrozenTrial], minimise: bool) -> float | None:
         values = []
@@ -295,6 +300,9 @@ class BOSPruner(PicklableLock, optuna.pruners.BasePruner):
         if not trial.intermediate_values:
             return False
         errors = self._curve(trial, minimise)
+        if errors is None:  # diverged: pruned (as Optuna prunes a NaN), unless in the startup
+            finished = study.get_trials(deepcopy=False, states=_FINISHED)
+            return len(finished) >= self._n_startup_trials
         n, n0 = errors.shape[0], self._n0  # n = epoch of the last report
         if n < n0:
             return False
