@@ -526,3 +526,29 @@ def test_multi_objective_study_is_refused(pruner):
     trial = optuna.trial.create_trial(state=TrialState.RUNNING, intermediate_values={0: 0.5, 1: 0.4})
     with pytest.raises(ValueError, match="study 'two-goals' has 2 objectives"):
         pruner.prune(study, trial)
+
+
+def test_uq_decides_in_float32_when_a_members_sigma_shrinks_below_its_spacing():
+    """x64 off (float32): a member whose window delta_sigma exceeds its sigma has its shrunk
+    sigma at 1e-3 of it in zeta (~4e-6 here, below 2^10 float32 spacings of a loss ~0.15),
+    but it competes with members 1e-2 wide, whose spread its rounding does not touch. The
+    keep count is ok and the UQ rule decides: no "status" fallback."""
+    finals = np.random.default_rng(0).uniform(0.1, 1.0, 24)
+
+    def objective(trial):
+        i = trial.number
+        trial.suggest_float("x", 0.0, 1.0)
+        noise = np.random.default_rng(i).normal(0.0, 0.01, 40)
+        for s in range(1, 40):
+            trial.report(float(finals[i] + 1.0 / s + noise[s]), s)
+            if trial.should_prune():
+                raise optuna.TrialPruned()
+        return float(finals[i] + 1.0 / 39 + noise[39])
+
+    with jax.enable_x64(False):
+        pruner = UQSuccessiveHalvingPruner(min_resource=3, reduction_factor=3, window=4)
+        study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0), pruner=pruner)
+        study.optimize(objective, n_trials=24)
+    assert sum(d.rung >= 1 for d in pruner.decisions) >= 10
+    assert [d for d in pruner.decisions if d.fallback] == []
+    assert all(d.uq for d in pruner.decisions)

@@ -278,9 +278,14 @@ def test_float32_below_resolution_and_overflow():
     args = padded([-3e38, 3e38], [1e36, 1e36], np.float32)
     np.testing.assert_array_equal(np.asarray(confidence.prob_best(*args))[:2], [1.0, 0.0])
     assert bool(confidence.problem_status(*args).ok)
-    # a mean whose float32 spacing (2e31) dwarfs its sigma: unrepresentable, p still [1, 0]
+    # a mean whose float32 spacing (2e31) dwarfs its sigma, but nothing competes with it:
+    # p = [1, 0] whatever the rounding, so the problem is as given
     args = padded([-3e38, 3e38], [1.0, 1.0], np.float32)
     np.testing.assert_array_equal(np.asarray(confidence.prob_best(*args))[:2], [1.0, 0.0])
+    assert bool(confidence.problem_status(*args).ok)
+    # two such means within each other's window: merged by the rounding, unrepresentable
+    args = padded([-3e38, -3e38 + 1.0], [1.0, 1.0], np.float32)
+    np.testing.assert_array_equal(np.asarray(confidence.prob_best(*args))[:2], [0.5, 0.5])
     assert int(confidence.problem_status(*args).reason) == Reason.UNREPRESENTABLE
     # spreads 60 decades apart: sigma / max(sigma) underflows float32
     args = padded([0.0, 0.0], [1e-30, 1e30], np.float32)
@@ -288,6 +293,45 @@ def test_float32_below_resolution_and_overflow():
     assert not bool(st.ok) and int(st.reason) == Reason.UNREPRESENTABLE
     p = np.asarray(confidence.prob_best(*args), float)
     assert np.all(np.isfinite(p)) and abs(p.sum() - 1) < 1e-6
+
+
+def test_a_coarse_mean_without_a_close_competitor_is_represented():
+    """The spacing of a mean counts against the spread it competes over (that of X_j - X_l
+    for the other candidates l in its window), not its own sigma alone: one float32 candidate
+    at 1e6 with sigma 1e-3 has p = [1] whatever its rounding, and a leader with a tiny sigma
+    against a wide competitor (a zeta's shrunk sigma) moves p by ~spacing / spread ~1e-6.
+    keep_count agrees with float64 on such a problem (the UQ pruner's fallback hinged on it)."""
+    for mu, sigma in (([1e6], [1e-3]), ([1e6, 2e6], [1e-3, 1.0]), ([0.1299, 0.1684], [3.8e-6, 0.014])):
+        args = padded(mu, sigma, np.float32)
+        st = confidence.problem_status(*args)
+        assert bool(st.ok) and int(st.reason) == Reason.OK
+        p = np.asarray(confidence.prob_best(*args), float)[: len(mu)]
+        # against quad of the float64 problem: float32 accuracy (2e-6) plus the rounding of mu
+        # (<= 1.2e-8 at 0.13) over the pair's spread (0.014), ~1e-6
+        np.testing.assert_allclose(p, quad_prob_best(np.subtract(mu, mu[0]), sigma), rtol=0, atol=4e-6)
+    # the leader's shrunk sigma (delta > sigma: 1e-3 of it, 3.8e-6) against members 0.006-0.014 wide
+    mu = [0.7146012, 0.3901596, 0.17377406, 0.12986314, 0.16842067]
+    sigma = [0.0089656, 0.00620254, 0.0060482, 0.00379101, 0.01431776]
+    delta = [0.00018135, 0.00542729, 0.001623, 0.01330229, 0.00029806]
+    args = padded(mu, sigma, np.float32)
+    d = np.zeros(PAD, np.float32)
+    d[:5] = delta
+    res = keep_count_jit(args[0], args[1], d, np.float32(54.0), args[2])
+    ref = confidence.keep_count(np.array(mu), np.array(sigma), np.array(delta), 54.0)  # float64
+    assert bool(res.ok) and int(res.k) == int(ref.k)
+    np.testing.assert_array_equal(np.asarray(res.keep)[:5], np.asarray(ref.keep))
+    # two members shrunk to ~1.5e-5 (delta > sigma), 0.13 apart: they never compete, and the
+    # leader's P_1 (zeta) depends on the pairs with the leader (0.033 wide) only
+    mu = [0.1951, 0.2424, 0.2592, 0.3901, 0.4569]
+    sigma = [0.0329, 0.0255, 0.0139, 0.0165, 0.021]
+    delta = [-0.0045, 0.0098, 0.0203, 0.0204, 0.0111]
+    args = padded(mu, sigma, np.float32)
+    d[:5] = delta
+    res = keep_count_jit(args[0], args[1], d, np.float32(90.0), args[2])
+    ref = confidence.keep_count(np.array(mu), np.array(sigma), np.array(delta), 90.0)
+    assert bool(res.ok) and int(res.k) == int(ref.k)
+    # two float32 leader values (2e-7 each, package docstring) and the inputs' rounding
+    np.testing.assert_allclose(np.asarray(res.zeta, float)[:5], np.asarray(ref.zeta), rtol=0, atol=1e-6)
 
 
 def test_shifted_float32_problem_monte_carlo(rng):

@@ -123,7 +123,9 @@ Status. :class:`KeepCount` carries ``ok`` and ``reason`` (a code of
 ``jaxstop._src.status.Reason``): ``BAD_INPUT`` (a value had to be left out or
 replaced), ``EMPTY`` (no valid candidate), ``UNREPRESENTABLE`` (the dtype cannot
 carry the problem: the float spacing of a relevant ``mu`` above ``2^-10`` of its
-``sigma``, e.g. float32 means ``1e6`` and ``1e6 + 0.003``, which are one number;
+spread against the narrowest other relevant candidate, ``hypot(sigma_j, sigma_l)``
+(a lone relevant candidate is exact whatever its rounding), e.g. float32 means ``1e6``
+and ``1e6 + 0.003``, which are one number;
 spreads beyond the dtype's range; a ``sigma`` below ``2^-20`` of the window of
 :func:`prob_best`'s rule, which it cannot resolve; a shrunk ``sigma`` that overflowed),
 ``NOT_FINITE``. The functions that return bare arrays or a

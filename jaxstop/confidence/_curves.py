@@ -144,11 +144,13 @@ def problem_status(mu: ArrayLike, sigma: ArrayLike, mask: ArrayLike | None = Non
       everywhere in the module); the computations leave such candidates out;
     * ``EMPTY``: no candidate is valid (the results are all zeros);
     * ``UNREPRESENTABLE``: the dtype cannot carry the problem: the float spacing of a
-      candidate's ``mu`` that can enter the integrals exceeds ``2^-10`` of its ``sigma``
-      (means closer than the spacing are already one number: ``1e6`` and ``1e6 + 0.003``
-      in float32), or a ``sigma`` lies below the dtype's range relative to the largest,
-      or below ``2^-20`` of the window ``[min (mu - 9 sigma), min (mu + 9 sigma)]`` that
-      :func:`prob_best` integrates over (spreads of ``sigma`` its rule cannot resolve).
+      candidate's ``mu`` that can enter the integrals exceeds ``2^-10`` of its spread against
+      the narrowest other such candidate, ``hypot(sigma_j, sigma_l)`` (means closer than
+      the spacing are already one number: ``1e6`` and ``1e6 + 0.003`` in float32; a lone
+      such candidate is exact whatever its rounding), or a ``sigma`` lies below the dtype's
+      range relative to the largest, or below ``2^-20`` of the window
+      ``[min (mu - 9 sigma), min (mu + 9 sigma)]`` that :func:`prob_best` integrates over
+      (spreads of ``sigma`` its rule cannot resolve).
       The results are then finite and sum to 1, but are not to be trusted for the
       intended problem.
 

@@ -57,7 +57,8 @@ class KeepCount(NamedTuple):
             (the first that applies): ``BAD_INPUT`` (``num_invalid > 0``,
             ``num_bad_delta > 0`` or a negative or non-finite ``round_budget``), ``EMPTY`` (no valid
             candidate), ``UNREPRESENTABLE`` (the dtype cannot carry the problem: the
-            float spacing of a relevant ``mu`` above ``2^-10`` of its ``sigma``, spreads
+            float spacing of a relevant ``mu`` above ``2^-10`` of its spread against the
+            other relevant candidates, spreads
             beyond the dtype's range or beyond the resolution of :func:`prob_best`'s
             rule, or a shrunk ``sigma`` that overflowed; see the
             package docstring), ``NOT_FINITE`` (a non-finite value in ``tau``, ``curve``,

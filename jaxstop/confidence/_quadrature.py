@@ -504,7 +504,8 @@ def _prob_best_standard_jvp(primals, tangents):
 
 def leader_kernel(mu, sigma, valid):
     """``(P_1 among the top k for k = 1..n, unrepresentable)`` for candidates already sorted
-    by mu (valid first); ``unrepresentable`` is :func:`standardise`'s verdict on the problem.
+    by mu (valid first); ``unrepresentable`` is :func:`standardise`'s verdict on the problem
+    (``leader=True``: ``P_1`` depends on the pairs with the leader only).
 
     One sequential pass over the candidates carries the running product of the
     survival functions at every node (O(nodes) memory), which on CPU is faster than
@@ -518,7 +519,7 @@ def leader_kernel(mu, sigma, valid):
     The problem is integrated in standard units (:func:`standardise`); panels of zero
     width carry weight 0 (:func:`_graded`'s widths are non-negative).
     """
-    std = standardise(mu, sigma, valid)
+    std = standardise(mu, sigma, valid, leader=True)
     mu, sigma, valid = std.mu, std.sigma, std.valid
     dtype = mu.dtype
     n = mu.shape[0]

@@ -13,16 +13,23 @@ overflows float32).
 What the map cannot repair is reported (:func:`problem_status`, ``KeepCount.reason``):
 
 * ``UNREPRESENTABLE`` when the input cannot carry the problem: the float spacing of a
-  relevant candidate's ``mu`` (at most ``eps |mu|``) exceeds ``2^-10`` of its ``sigma`` -- its
-  mean is then known to fewer than 10 bits at the scale of its spread, and means closer
+  relevant candidate's ``mu`` (at most ``eps |mu|``) exceeds ``2^-10`` of its spread against
+  the others, ``hypot(sigma_j, sigma_l)`` with ``l`` the narrowest other relevant candidate --
+  its mean is then known to fewer than 10 bits at the scale it is compared on, and means closer
   than the spacing have already been merged by the rounding of the input (``mu = 1e6`` and
   ``1e6 + 0.003`` are one float32) -- or a valid ``sigma`` is below the dtype's range
   relative to the largest one (``sigma / s`` underflows), or a derived spread (the shrunk
   ``sigma`` of :func:`~jaxstop.confidence.zeta`) overflowed. "Relevant" is every candidate
   that can enter an integral: ``mu_j - 9 sigma_j`` below the leader's ``mu + 9 sigma``.
-  Shifting one ``X_j`` by half a spacing ``d`` moves any probability by at most the total
-  variation ``d / (sigma_j sqrt(2 pi))``, so below the limit the rounding of the input
-  moves no probability by more than ``2^-11 / sqrt(2 pi) ~ 2e-4`` per candidate.
+  Shifting one ``X_j`` by half a spacing ``d`` moves a probability of the candidates' order
+  only through the differences ``X_j - X_l``, by at most ``d / (sqrt(2 pi) hypot(sigma_j,
+  sigma_l))`` each, so below the limit the rounding of the input moves no probability by
+  more than ``2^-11 / sqrt(2 pi) ~ 2e-4`` per pair of relevant candidates. A lone relevant
+  candidate (probability 1, the others at most ``2 Phi(-9)``) is exact whatever its rounding:
+  float32 ``mu = 1e6`` with ``sigma = 1e-3`` alone is represented. The leader values of
+  :func:`~jaxstop.confidence.zeta` (``P_1`` of the leader) depend on the pairs with the
+  leader only, and are judged on those: members shrunk far below their spacing that never
+  meet do not make its problem unrepresentable.
 * Candidates with an infinite standardised mean (``mu - c`` overflowed) lie beyond every
   window: they get probability 0, which is exact, and are not an error.
 """
@@ -40,7 +47,8 @@ from jaxstop._src.status import Reason, first_reason
 
 # Half-width of every integration window in standard deviations (see _quadrature._C).
 C = 9.0
-# Largest float spacing of a relevant mu, in units of its sigma, that still counts as represented.
+# Largest float spacing of a relevant mu, in units of its spread against the other relevant
+# candidates, that still counts as represented.
 RESOLUTION = 2.0**-10
 
 
@@ -60,11 +68,14 @@ class Standardised(NamedTuple):
     unrepresentable: jax.Array
 
 
-def standardise(mu, sigma, valid) -> Standardised:
+def standardise(mu, sigma, valid, leader: bool = False) -> Standardised:
     """``(mu, sigma)`` on the rows ``valid`` marks, in standard units; the other rows inert.
 
     A row marked valid whose ``mu`` or ``sigma`` is not finite and positive (a derived
-    spread that overflowed) leaves the problem and makes it unrepresentable. The centre
+    spread that overflowed) leaves the problem and makes it unrepresentable. With ``leader``
+    (candidates sorted by ``mu``, the leader in row 0: ``P_1`` of the leader among the top
+    ``k``, which depends on the pairs with the leader only) a mean's spacing counts against
+    its spread with the leader; else against the narrowest other relevant candidate. The centre
     and scale carry no derivative (``stop_gradient``): the probabilities do not depend on
     them, so derivatives through the map are exact without them.
     """
@@ -88,7 +99,18 @@ def standardise(mu, sigma, valid) -> Standardised:
     # the window of every integral: within C sigma of the leader (mean 0, the widest such)
     s_lead = jnp.max(jnp.where(valid & (m == 0), s, 0.0))
     near = valid & (m - C * s < C * s_lead)
-    coarse = near & (eps * jnp.abs(mu) > RESOLUTION * sigma)
+    # a rounded mean matters against the other candidates it competes with: the spread of
+    # X_j - X_l, at least that of the narrowest other near candidate l (inf: none, and a lone
+    # near candidate's probabilities, 1 and ~0, do not depend on its rounding)
+    s_near = jnp.where(near, sigma, jnp.inf)
+    first = jnp.argmin(s_near)
+    second = jnp.min(s_near.at[first].set(jnp.inf))
+    row = jnp.arange(mu.shape[0])
+    partner = jnp.where(row == first, second, s_near[first])
+    if leader:
+        partner = jnp.where(row == 0, partner, sigma[0])
+    spread = lax.stop_gradient(jnp.hypot(sigma, partner))
+    coarse = near & (eps * jnp.abs(mu) > RESOLUTION * spread)
     unrep = jnp.any(lost | underflow | coarse)
     return Standardised(m.astype(dtype), s.astype(dtype), valid, unrep)
 
