@@ -552,3 +552,31 @@ def test_uq_decides_in_float32_when_a_members_sigma_shrinks_below_its_spacing():
     assert sum(d.rung >= 1 for d in pruner.decisions) >= 10
     assert [d for d in pruner.decisions if d.fallback] == []
     assert all(d.uq for d in pruner.decisions)
+
+
+def test_uq_falls_back_when_a_members_window_std_overflows():
+    """x64 off (float32): finite values alternating +-3e38 have a window std of ~3.5e38, beyond
+    float32's range. The pruner raised keep_count's ValueError about a ``sigma`` the objective
+    never passed (ending the study); the decision is now the plain rule's, labelled
+    ``"status"`` / UNREPRESENTABLE, as for values beyond the range themselves."""
+    def objective(trial):
+        trial.suggest_float("x", 0.0, 1.0)
+        for step in range(12):
+            trial.report((3e38 if step % 2 else -3e38) * (1.0 - 0.01 * trial.number), step)
+            if trial.should_prune():
+                raise optuna.TrialPruned()
+        return 0.0
+
+    with jax.enable_x64(False):
+        pruner = UQSuccessiveHalvingPruner(min_resource=3, reduction_factor=3, window=3)
+        study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0), pruner=pruner)
+        study.optimize(objective, n_trials=5)
+    assert all(t.state != TrialState.FAIL for t in study.trials)
+    decided = [d for d in pruner.decisions if len(d.members) >= 2]
+    assert len(decided) >= 5
+    values = {t.number: t.intermediate_values for t in study.trials}
+    for d in decided:
+        assert (d.uq, d.fallback, d.reason) == (False, "status", int(jaxstop.Reason.UNREPRESENTABLE))
+        # Optuna's rule written out on the rung values (every trial reports every step)
+        rung_values = [values[m][d.step] for m in d.members]
+        assert d.promoted == (rung_values[-1] <= sorted(rung_values)[max(len(rung_values) // 3 - 1, 0)])

@@ -139,7 +139,8 @@ class UQSuccessiveHalvingPruner(PicklableLock, optuna.pruners.BasePruner):
     ``delta_sigma``; e.g. the first rung with ``min_resource=1`` and steps from 0), or the
     keep count is not ``ok`` (``"status"``, with its :class:`jaxstop.Reason`: e.g. a problem
     float32 cannot represent, including finite values beyond its range, such as 1e39,
-    which are not cast to inf: ``UNREPRESENTABLE``). A NaN value at the rung prunes the trial (as
+    which are not cast to inf, and values whose window std overflows it, such as
+    alternating +-3e38: ``UNREPRESENTABLE``). A NaN value at the rung prunes the trial (as
     Optuna does), and with at most ``bootstrap_count`` values at the rung every trial is
     pruned (as Optuna's ``bootstrap_count``). The window statistics assume one report
     per step; with sparser reports ``delta_sigma`` is per report.
@@ -289,12 +290,17 @@ class UQSuccessiveHalvingPruner(PicklableLock, optuna.pruners.BasePruner):
                           int(Reason.UNREPRESENTABLE))
         budget = plain_k * (self.rung_step(rung + 1) - step_r)
         res = self._keep_count(losses, [sign * c for c in curves], budget)
+        if res is None:  # a member's window std (or its change) overflowed the dtype
+            return record(plain_promotable(losses, self._eta), False, plain_k, FALLBACK_STATUS,
+                          int(Reason.UNREPRESENTABLE))
         if not bool(res.ok):
             return record(plain_promotable(losses, self._eta), False, plain_k, FALLBACK_STATUS, int(res.reason))
         return record(bool(res.keep[n - 1]), True, int(res.k))
 
-    def _keep_count(self, losses: np.ndarray, curves: list, budget: int) -> confidence.KeepCount:
-        """:func:`jaxstop.confidence.keep_count` on the members padded to the capacity."""
+    def _keep_count(self, losses: np.ndarray, curves: list, budget: int) -> confidence.KeepCount | None:
+        """:func:`jaxstop.confidence.keep_count` on the members padded to the capacity; ``None``
+        when a member's ``sigma`` or ``delta_sigma`` is not finite (the spread of finite values
+        beyond the dtype's range: float32 values of +-3e38)."""
         n = losses.shape[0]
         with self._lock:
             while self._capacity < n:
@@ -314,6 +320,8 @@ class UQSuccessiveHalvingPruner(PicklableLock, optuna.pruners.BasePruner):
             delta = np.asarray(confidence.window_delta_sigma(table, count, self._window)).astype(dtype)
         else:
             delta = np.full((cap,), self._delta, dtype)
+        if not (np.all(np.isfinite(sigma[:n])) and np.all(np.isfinite(delta[:n]))):
+            return None
         mu = np.zeros((cap,), dtype)
         mu[:n] = losses
         return confidence.keep_count(mu, sigma, checks.inert_rows(delta, mask), np.asarray(budget, dtype),
