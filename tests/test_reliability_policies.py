@@ -5,6 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from _oracles import drive
 from jaxstop import policies, sim
 
 M, N = 10, 8
@@ -96,6 +97,26 @@ def test_uq_halving_decisions_do_not_depend_on_the_units_of_the_losses(estimate)
     assert min(small[0]) >= 1
     assert decisions(2.0 ** 66) == small
     assert decisions(2.0 ** 100) == small
+
+
+def test_eager_uq_halving_takes_an_overflowed_window_variance_as_no_shrinkage():
+    # delta_estimate="window_var" is in units of sigma^2: float32 losses near 1e20 (std ~3e19)
+    # give variances beyond float32's range, and a delta_sigma of +-inf. Inside jit keep_count
+    # counts it as 0 (no shrinkage); a hand-written eager loop passed it to keep_count, which
+    # raised about a delta_sigma the caller never passed. Both now decide alike: the eager
+    # loop plays the jobs of sim.run.
+    T = 9
+    rng = np.random.default_rng(0)
+    values = (1e20 * (1.0 + 0.1 * np.arange(9))[:, None] + 3e19 * rng.standard_normal((9, T))).astype(np.float32)
+    policy = policies.sh(9, T, uq=True, delta_estimate="window_var", dtype=jnp.float32)
+    key = jax.random.key(0)
+    tr = sim.run(policy, sim.CurveTable(jnp.asarray(values)), key, batched=False)
+    n = int(tr.num_jobs)
+    played = drive(policy, values, np.full(9, T), key, policy.limits.max_jobs)
+    assert len(played["configs"]) == n
+    assert played["configs"] == np.asarray(tr.jobs.config)[:n].tolist()
+    assert played["epochs"] == np.asarray(tr.results.epoch)[:n].tolist()
+    assert played["incumbent"] == int(tr.incumbent)
 
 
 def test_concrete_params_are_checked_by_the_simulator_as_by_an_eager_step():

@@ -130,11 +130,14 @@ def profile_at(table, epochs):
 
 def keep_inputs(member, mu, u: HalvingUQState, budget, fdtype):
     """Arguments of keep_count for the decision at the end of a round:
-    ``(mu, sigma, delta, budget, mask)`` with neutral values outside ``mask``."""
+    ``(mu, sigma, delta, budget, mask)`` with neutral values outside ``mask``. A ``delta``
+    that is not finite (a window statistic beyond the dtype's range: ``"window_var"`` on
+    float32 losses of 1e19 and more) is 0, no shrinkage, as keep_count takes it inside
+    ``jit``; eagerly keep_count would raise about a ``delta_sigma`` the caller never passed."""
     ok = member & jnp.isfinite(mu) & jnp.isfinite(u.sigma) & (u.sigma > 0)
     zero, one = jnp.zeros((), fdtype), jnp.ones((), fdtype)
-    return (jnp.where(ok, mu, zero), jnp.where(ok, u.sigma, one), jnp.where(ok, u.delta, zero),
-            budget, ok)
+    delta = jnp.where(ok & jnp.isfinite(u.delta), u.delta, zero)
+    return jnp.where(ok, mu, zero), jnp.where(ok, u.sigma, one), delta, budget, ok
 
 
 def min_losses(params, table=None, epochs=None):
