@@ -60,8 +60,10 @@ def window_std(
     available the result is 0 -- not a valid ``sigma`` for :func:`prob_best`,
     so such candidates raise (eager) or are masked (jit) downstream. NaN / inf
     losses, and the padding beyond ``epochs``, never enter the arithmetic; the
-    result is finite for finite window values. float16 / bfloat16 losses raise
-    ``TypeError`` naming the argument.
+    result is finite for finite window values whose standard deviation is within the
+    dtype's range (float32 losses alternating ``+-3e38`` have a std of ``3.5e38``, which
+    is ``inf``; :func:`window_delta_sigma` is then ``inf`` or NaN). float16 / bfloat16
+    losses raise ``TypeError`` naming the argument.
 
     Args:
         losses: Loss curves, shape (n, max_epochs).
