@@ -19,7 +19,10 @@ class HalvingParams(NamedTuple):
     """Numeric hyperparameters of the halving family (a pytree; vmap over it).
 
     Attributes:
-        min_sigma: Floor on the windowed uncertainty ``sigma``, ().
+        min_sigma: Floor on the windowed uncertainty ``sigma``, in the units of the losses
+            (1e-6): it is absolute, so losses whose spreads are near or below it (losses
+            near 1e-6) need a smaller floor, else every ``sigma`` is the floor and the UQ
+            rule keeps nearly every member, ().
         delta_sigma: Reduction of ``sigma`` per epoch used by the keep rule for every
             candidate at every epoch; NaN (default) leaves it to the policy's
             ``delta_estimate``, ().
