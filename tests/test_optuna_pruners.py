@@ -142,12 +142,12 @@ def test_nan_at_a_rung_is_pruned_as_optuna_does():
     assert runs[0] == runs[1]
 
 
-def _scaled_study(pruner, scale, inf_trial=None, n_trials=9):
-    """A study replaying the AlexNet curves times ``scale``; ``inf_trial`` reports inf at every step."""
+def _scaled_study(pruner, scale, inf_trial=None, n_trials=9, inf=math.inf):
+    """A study replaying the AlexNet curves times ``scale``; ``inf_trial`` reports ``inf`` at every step."""
     def objective(trial):
         c = trial.suggest_int("curve", 0, CURVES.shape[0] - 1)
         for step, v in enumerate(CURVES[c]):
-            trial.report(math.inf if trial.number == inf_trial else float(scale * v), step)
+            trial.report(inf if trial.number == inf_trial else float(scale * v), step)
             if trial.should_prune():
                 raise optuna.TrialPruned()
         return float(scale * CURVES[c][-1])
@@ -157,15 +157,52 @@ def _scaled_study(pruner, scale, inf_trial=None, n_trials=9):
     return study
 
 
-def test_uq_fallbacks_say_why_and_decide_by_the_plain_rule():
-    # a member whose rung value is inf: "not_finite" (it has no finite value either, and the
-    # inf is the reason); the decision is the plain rule's on the same rung values
+def test_uq_a_diverged_member_is_the_worst_and_leaves_the_uq_problem():
+    # a member whose rung loss is +inf (a run that diverged; -inf in a maximised study) is
+    # left out of the UQ problem and not promoted, as the policies' keep rule leaves out
+    # non-finite losses; the others are decided by the UQ rule on the finite members (it used
+    # to be the plain rule for every decision at that rung). The oracle rebuilds keep_count's
+    # inputs from the study.
     pruner = UQSuccessiveHalvingPruner(min_resource=2, reduction_factor=3)
-    study = _scaled_study(pruner, 1.0, inf_trial=0)
+    study = _scaled_study(pruner, 1.0, inf_trial=4, n_trials=12)
+    by_number = {t.number: t for t in study.trials}
+    assert (by_number[4].state, by_number[4].last_step) == (TrialState.PRUNED, 2)
+    with_inf = [d for d in pruner.decisions if 4 in d.members and d.rung == 0]
+    assert len(with_inf) >= 5
+    capacity = Capacity()
+    for d in with_inf:
+        assert (d.uq, d.fallback) == (True, "")
+        assert (d.promoted, d.uq, d.k) == oracle_decision(by_number, d.members, d.rung, capacity)[:3]
+    # maximised: -inf is the diverged run
+    pruner = UQSuccessiveHalvingPruner(min_resource=2, reduction_factor=3)
+    study = optuna.create_study(direction="maximize", sampler=optuna.samplers.RandomSampler(seed=3), pruner=pruner)
+
+    def objective(trial):
+        c = trial.suggest_int("curve", 0, CURVES.shape[0] - 1)
+        for step, v in enumerate(CURVES[c]):
+            trial.report(-math.inf if trial.number == 4 else float(1.0 - v), step)
+            if trial.should_prune():
+                raise optuna.TrialPruned()
+        return float(1.0 - CURVES[c][-1])
+
+    study.optimize(objective, n_trials=12)
+    assert (study.trials[4].state, study.trials[4].last_step) == (TrialState.PRUNED, 2)
+    with_inf = [d for d in pruner.decisions if 4 in d.members and d.rung == 0]
+    assert len(with_inf) >= 5 and all(d.uq and d.fallback == "" for d in with_inf)
+
+
+def test_uq_fallbacks_say_why_and_decide_by_the_plain_rule():
+    # a member whose rung loss is -inf, better than every finite one: "not_finite"; the
+    # decision is the plain rule's on the same rung values
+    pruner = UQSuccessiveHalvingPruner(min_resource=2, reduction_factor=3)
+    study = _scaled_study(pruner, 1.0, inf_trial=0, inf=-math.inf)
+    values = {t.number: t.intermediate_values for t in study.trials}
     with_inf = [d for d in pruner.decisions if 0 in d.members and d.rung == 0]
     assert len(with_inf) >= 5
     for d in with_inf:
         assert (d.uq, d.fallback, d.reason) == (False, "not_finite", 0)
+        rung_values = [values[m][d.step] for m in d.members]
+        assert d.promoted == (rung_values[-1] <= sorted(rung_values)[max(len(rung_values) // 3 - 1, 0)])
     # finite values beyond float32's range (x64 off: the pruner computes in float32) are not
     # cast to inf: the keep count's status says the dtype cannot represent the problem
     with jax.enable_x64(False):
@@ -219,7 +256,8 @@ def oracle_decision(by_number, members, rung, capacity, min_resource=2, eta=3, w
     pad = np.full((cap, step_r + 1), np.nan)
     pad[:n] = curves
     epochs = np.where(np.arange(cap) < n, step_r + 1, 0).astype(np.int32)
-    mask = np.arange(cap) < n
+    # a member whose rung loss is +inf (diverged) is not part of the UQ problem
+    mask = (np.arange(cap) < n) & np.isfinite(np.resize(mu, cap))
     sigma = np.where(mask, np.maximum(np.asarray(confidence.window_std(pad, epochs, window)), 1e-6), 1.0)
     delta = np.where(mask, np.asarray(confidence.window_delta_sigma(pad, epochs, window)), 0.0)
     # R: the steps the plain rule would give the promoted members up to the next rung

@@ -25,7 +25,7 @@ _MIN_CAPACITY = 32
 # Why a UQ decision used the plain rule instead (RungDecision.fallback).
 FALLBACK_NONE = ""
 FALLBACK_FEW_VALUES = "few_values"  # a member has too few values up to the rung for sigma / delta
-FALLBACK_NOT_FINITE = "not_finite"  # a member's value at the rung is inf (checked first)
+FALLBACK_NOT_FINITE = "not_finite"  # a rung loss is -inf, or none is finite (checked first)
 FALLBACK_STATUS = "status"  # keep_count's result is not ok (RungDecision.reason says why)
 
 
@@ -133,8 +133,12 @@ class UQSuccessiveHalvingPruner(PicklableLock, optuna.pruners.BasePruner):
     so every member is judged on data at the same step whether it stopped there or trained
     on, and the decision needs no extra budget.
 
-    The plain rule stands in for a UQ decision (:attr:`RungDecision.fallback`) when a
-    member's rung value is inf (``"not_finite"``), a member has fewer values up to the rung
+    A member whose rung loss is ``+inf`` (a run that diverged; ``-inf`` accuracy in a maximised
+    study) is the worst of its rung: it leaves the UQ problem and is not promoted, as the
+    policies' keep rule leaves out non-finite losses. The plain rule stands in for a UQ
+    decision (:attr:`RungDecision.fallback`) when a member's rung loss is ``-inf``, better
+    than every finite one, or no member's is finite (``"not_finite"``), a member with a finite
+    rung loss has fewer values up to the rung
     than the estimates need (``"few_values"``: 2 for ``sigma``, 3 with the window
     ``delta_sigma``; e.g. the first rung with ``min_resource=1`` and steps from 0), or the
     keep count is not ``ok`` (``"status"``, with its :class:`jaxstop.Reason`: e.g. a problem
@@ -274,22 +278,25 @@ class UQSuccessiveHalvingPruner(PicklableLock, optuna.pruners.BasePruner):
         curves = [values_upto(m[3].intermediate_values, m[2], self._window + 1) for m in others]
         curves.append(values_upto(values, max(values), self._window + 1))
         need = 2 if self._delta is not None else 3
-        counts = [int(np.sum(np.isfinite(c))) for c in curves]
+        # a member whose rung loss is +inf (a run that diverged) is the worst of the rung: it
+        # leaves the UQ problem and is not kept, as in the policies' keep rule
+        finite = np.isfinite(losses)
+        counts = [int(np.sum(np.isfinite(c))) for c, f in zip(curves, finite) if f]
         fallback = FALLBACK_NONE
-        # an inf rung value first: such a member has no finite value either, and that is why
-        if not np.all(np.isfinite(losses)):
+        # a -inf rung loss is better than every finite one: the rule cannot weigh it
+        if np.any(losses == -np.inf) or not np.any(finite):
             fallback = FALLBACK_NOT_FINITE
         elif min(counts) < need:
             fallback = FALLBACK_FEW_VALUES
         if fallback:
             return record(plain_promotable(losses, self._eta), False, plain_k, fallback)
-        if any(beyond_range(a, float_dtype()).any() for a in [losses] + curves):
+        if any(beyond_range(a, float_dtype()).any() for a in [losses[finite]] + [c for c, f in zip(curves, finite) if f]):
             # finite values beyond the working dtype's range (e.g. 1e39 in float32) would turn
             # into inf in the cast: the problem as given cannot be computed in that dtype
             return record(plain_promotable(losses, self._eta), False, plain_k, FALLBACK_STATUS,
                           int(Reason.UNREPRESENTABLE))
         budget = plain_k * (self.rung_step(rung + 1) - step_r)
-        res = self._keep_count(losses, [sign * c for c in curves], budget)
+        res = self._keep_count(losses, [sign * c for c in curves], budget, finite)
         if res is None:  # a member's window std (or its change) overflowed the dtype
             return record(plain_promotable(losses, self._eta), False, plain_k, FALLBACK_STATUS,
                           int(Reason.UNREPRESENTABLE))
@@ -297,10 +304,11 @@ class UQSuccessiveHalvingPruner(PicklableLock, optuna.pruners.BasePruner):
             return record(plain_promotable(losses, self._eta), False, plain_k, FALLBACK_STATUS, int(res.reason))
         return record(bool(res.keep[n - 1]), True, int(res.k))
 
-    def _keep_count(self, losses: np.ndarray, curves: list, budget: int) -> confidence.KeepCount | None:
-        """:func:`jaxstop.confidence.keep_count` on the members padded to the capacity; ``None``
-        when a member's ``sigma`` or ``delta_sigma`` is not finite (the spread of finite values
-        beyond the dtype's range: float32 values of +-3e38)."""
+    def _keep_count(self, losses: np.ndarray, curves: list, budget: int,
+                    member: np.ndarray) -> confidence.KeepCount | None:
+        """:func:`jaxstop.confidence.keep_count` on the ``member`` rows, padded to the capacity;
+        ``None`` when such a member's ``sigma`` or ``delta_sigma`` is not finite (the spread of
+        finite values beyond the dtype's range: float32 values of +-3e38)."""
         n = losses.shape[0]
         with self._lock:
             while self._capacity < n:
@@ -313,16 +321,17 @@ class UQSuccessiveHalvingPruner(PicklableLock, optuna.pruners.BasePruner):
         for i, c in enumerate(curves):
             table[i, : c.shape[0]] = c
             count[i] = c.shape[0]
-        mask = np.arange(cap) < n
+        mask = np.zeros((cap,), bool)
+        mask[:n] = member
         sigma = np.maximum(np.asarray(confidence.window_std(table, count, self._window)), self._min_sigma)
         sigma = checks.inert_rows(sigma.astype(dtype), mask, 1.0)
         if self._delta is None:
             delta = np.asarray(confidence.window_delta_sigma(table, count, self._window)).astype(dtype)
         else:
             delta = np.full((cap,), self._delta, dtype)
-        if not (np.all(np.isfinite(sigma[:n])) and np.all(np.isfinite(delta[:n]))):
+        if not (np.all(np.isfinite(sigma[mask])) and np.all(np.isfinite(delta[mask]))):
             return None
         mu = np.zeros((cap,), dtype)
-        mu[:n] = losses
+        mu[:n] = np.where(member, losses, 0.0)
         return confidence.keep_count(mu, sigma, checks.inert_rows(delta, mask), np.asarray(budget, dtype),
                                      mask=mask, rule=self._keep_rule)
