@@ -207,3 +207,19 @@ def test_policies_pickle_across_processes(tmp_path):
     a = sim.run(loaded, table, jax.random.key(1), record="final")
     b = sim.run(here, table, jax.random.key(1), record="final")
     assert int(a.incumbent) == int(b.incumbent) and int(a.budget) == int(b.budget)
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_gated_cond_reads_an_int_or_float_predicate_as_lax_cond(sparse):
+    # lax.cond takes an int / float predicate as `pred != 0`; the sparse rule under vmap
+    # counted the members that take the branch by the sum of the predicates (0 + 2 + 1 = 3
+    # members, a third run for member 0; a 0.5 counted as 0). Oracle: lax.cond per member.
+    def branch(p):
+        return policies.gated_cond(p, lambda: jnp.float64(1.0), lambda: jnp.float64(2.0), sparse=sparse)
+
+    for preds in (jnp.array([0, 2, 1, 0]), jnp.array([0.0, 0.5, -3.0, 0.0])):
+        want = [float(jax.lax.cond(p, lambda: 1.0, lambda: 2.0)) for p in preds]
+        assert jax.vmap(branch)(preds).tolist() == want
+        assert jax.jit(jax.vmap(branch))(preds).tolist() == want
+    with pytest.raises(TypeError, match="pred must be a scalar"):
+        branch(jnp.array([True, False]))

@@ -69,6 +69,15 @@ def gated_cond(pred, true_fn: Callable, false_fn: Callable, *operands, sparse: b
         >>> jax.vmap(g)(jnp.array([0.5, 2.0, 3.0])).tolist()
         [-0.5, 20.0, 30.0]
     """
+    # lax.cond's predicate: a scalar bool, or an int / float read as ``pred != 0`` (the
+    # sparse rule counts the members that take the branch, so it needs the bool)
+    if jnp.ndim(pred) != 0:
+        raise TypeError(f"gated_cond: pred must be a scalar, got shape {jnp.shape(pred)}")
+    pred = jnp.asarray(pred)
+    if pred.dtype != jnp.bool_:
+        if pred.dtype.kind not in "iuf":
+            raise TypeError(f"gated_cond: pred must be a bool, int or float scalar, got {pred.dtype}")
+        pred = pred != 0
     leaves, treedef = jax.tree_util.tree_flatten(operands)
     run_t, consts_t, out_tree = _closed(true_fn, leaves, treedef)
     run_f, consts_f, out_tree_f = _closed(false_fn, leaves, treedef)
