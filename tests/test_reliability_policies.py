@@ -223,3 +223,26 @@ def test_gated_cond_reads_an_int_or_float_predicate_as_lax_cond(sparse):
         assert jax.jit(jax.vmap(branch))(preds).tolist() == want
     with pytest.raises(TypeError, match="pred must be a scalar"):
         branch(jnp.array([True, False]))
+
+
+@pytest.mark.parametrize("uq", [False, True])
+def test_subsampling_leader_is_not_a_run_that_diverged(uq):
+    # Three rows, one epoch per job. Round 0 gives losses 0.5, 0.3, 0.4; row 1 leads, trains
+    # alone and diverges (NaN). The leader is then the most-trained candidate with a finite
+    # loss: row 2 (0.4, ahead of row 0's 0.5 at the same epoch), the incumbent, and as nobody
+    # beats it, it trains alone next. The leader was slot 0 whatever row it held (a NaN top
+    # gave an all-inf key). Oracle: the module docstring's rule, worked by hand.
+    curves = {0: [0.5] * 4, 1: [0.3] + [np.nan] * 3, 2: [0.4, 0.2, 0.2, 0.2]}
+    policy = policies.subsampling(3, 4, uq=uq, num_start=3, step=1, budget=12)
+    for seed in range(6):
+        state = policy.init(jax.random.key(seed))
+        jobs = []
+        for t in range(5):
+            job, state = policy.ask(jax.random.key(t), state)
+            row, budget = int(job.config), int(job.budget)
+            jobs.append(row)
+            state, info = policy.tell(state, job, policies.make_result(curves[row][budget - 1], budget))
+            if t == 3:  # row 1's NaN at epoch 2
+                assert sorted(jobs[:3]) == [0, 1, 2] and jobs[3] == 1
+                assert int(info.incumbent) == 2 and float(info.incumbent_value) == 0.4
+        assert jobs[4] == 2 and int(info.incumbent) == 2 and float(info.incumbent_value) == 0.2

@@ -3,7 +3,8 @@
 SS keeps every candidate in play. After an initial round that trains each of
 ``num_start`` configurations (drawn uniformly without replacement from the table
 rows) for ``step`` epochs, every round compares each candidate ``c_i`` with the
-*leader* ``c_m`` -- the most-trained candidate, ties to the lower current loss --
+*leader* ``c_m`` -- the most-trained candidate, ties to the lower current loss
+among those with a finite loss (a run that diverged to NaN or inf does not lead) --
 and trains the challengers that win for ``step`` more epochs each (resuming from
 their checkpoints). If none wins, the leader trains alone.
 
@@ -35,7 +36,8 @@ comes back before its budget); complete candidates still compete but do not
 train. When nobody wins and the leader is complete, the trainable candidate with
 the lowest current loss trains (both versions).
 
-Incumbent: the leader, i.e. the lowest loss at the highest budget reached.
+Incumbent: the leader, i.e. the lowest loss at the highest budget reached with a finite
+loss (-1 while no candidate has one).
 """
 
 from __future__ import annotations
@@ -112,9 +114,15 @@ class SubsamplingInfo(NamedTuple):
 
 
 def _leader(epochs, mu):
-    """Most-trained candidate; ties to the lower loss, then the lower index."""
-    top = epochs == jnp.max(epochs)
-    return numerics.first_argmin(rank_key(mu, top))
+    """Most-trained candidate with a finite loss (a run that diverged to NaN or inf does not
+    lead); ties to the lower loss, then the lower index. Without any finite loss, the
+    most-trained candidate of the lowest index."""
+    has = jnp.isfinite(mu)
+    some = jnp.any(has)
+    eligible = has | ~some
+    top = eligible & (epochs == jnp.max(jnp.where(eligible, epochs, -1)))
+    best = numerics.first_argmin(rank_key(mu, top & has))
+    return jnp.where(some, best, first(top)).astype(jnp.int32)
 
 
 class _Config(NamedTuple):
