@@ -246,3 +246,19 @@ def test_subsampling_leader_is_not_a_run_that_diverged(uq):
                 assert sorted(jobs[:3]) == [0, 1, 2] and jobs[3] == 1
                 assert int(info.incumbent) == 2 and float(info.incumbent_value) == 0.4
         assert jobs[4] == 2 and int(info.incumbent) == 2 and float(info.incumbent_value) == 0.2
+
+
+def test_halving_budgets_beyond_int32_are_refused_when_built():
+    # The policies count epochs (spent, unspent, round budgets) in int32. Hyperband on
+    # 1e5 rows and 1e8 epochs budgets 1.49e10 epochs (Li et al.'s brackets: sum over s of
+    # n_s (s + 1) R / eta^s, about (s_max + 1)^2 R = 17^2 1e8 / 2): its spent counter wrapped
+    # silently. Such schedules (and a sub-sampling budget beyond int32) are refused when built;
+    # SH on the same arguments (1.0e8 epochs) is not.
+    int32_max = 2**31 - 1
+    with pytest.raises(ValueError, match="int32"):
+        policies.hyperband(100_000, 10**8)
+    with pytest.raises(ValueError, match="int32"):
+        policies.subsampling(3, 10, budget=int32_max + 1)
+    sched = policies.halving_schedule("sh", 100_000, 10**8)
+    assert sched.total_budget <= int32_max
+    policies.sh(100_000, 10**8)

@@ -199,6 +199,7 @@ def halving_schedule(
         stp = first.budgets[0] if step is None else _checks.positive_int(step, "step")
         if stp > max_budget:
             raise ValueError(f"step must be <= max_budget ({max_budget}), got {stp}")
+        _check_int32(total, "budget")
         jobs = total // stp + 2 * n0 + 1
         if num_profile:
             raise ValueError("num_profile is an option of the UQ halving policies (sh, hyperband, bohb), "
@@ -209,8 +210,16 @@ def halving_schedule(
     num_profile = check_num_profile(num_profile, num_configs, uq)
     jobs = sum(sum(round_jobs(b, uq)) for b in brackets) + num_profile
     profile_budget = num_profile * max_budget
+    _check_int32(sh_budget + profile_budget, "the schedule's total budget")
     return HalvingSchedule(brackets, sh_budget + profile_budget, jobs, brackets[0].sizes[0], brackets[0].budgets[0],
                            num_profile, profile_budget)
+
+
+def _check_int32(total: int, what: str) -> None:
+    """The policies count epochs (spent, unspent, round budgets) in int32."""
+    if total > np.iinfo(np.int32).max:
+        raise ValueError(f"{what} ({total} epochs) exceeds the int32 range (2**31 - 1) in which the policies "
+                         "count epochs; use a coarser budget unit")
 
 
 def check_num_profile(num_profile, num_configs: int, uq: bool) -> int:
