@@ -262,3 +262,14 @@ def test_halving_budgets_beyond_int32_are_refused_when_built():
     sched = policies.halving_schedule("sh", 100_000, 10**8)
     assert sched.total_budget <= int32_max
     policies.sh(100_000, 10**8)
+
+
+def test_subsampling_without_a_finite_loss_has_no_incumbent_and_value_inf():
+    # Every run diverges (NaN): no incumbent (-1) and, as the other policies' Incumbent,
+    # value inf (it was the NaN of the most-trained candidate).
+    policy = policies.subsampling(3, 4, num_start=3, step=1, budget=12)
+    state = policy.init(jax.random.key(0))
+    for t in range(3):
+        job, state = policy.ask(jax.random.key(t), state)
+        state, info = policy.tell(state, job, policies.make_result(jnp.nan, int(job.budget)))
+        assert int(info.incumbent) == -1 and float(info.incumbent_value) == np.inf

@@ -98,7 +98,7 @@ class SubsamplingInfo(NamedTuple):
     Attributes:
         terminate: Budget spent or nobody can train, bool ().
         incumbent: The leader's table row, int32 ().
-        incumbent_value: The leader's current loss, ().
+        incumbent_value: The leader's current loss, () (inf without an incumbent).
         round: Round index after this tell, int32 ().
         chosen: Candidates chosen for a round that starts with this tell (-1 if
             none starts), int32 ().
@@ -232,7 +232,7 @@ def _tell(cfg: _Config, state: SubsamplingState, job: Job, result: Result, param
     info = SubsamplingInfo(
         terminate=s.done,
         incumbent=jnp.where(has_inc, s.configs[lead], -1).astype(jnp.int32),
-        incumbent_value=s.mu[lead],
+        incumbent_value=jnp.where(has_inc, s.mu[lead], jnp.inf).astype(cfg.fdtype),
         round=s.round,
         chosen=jnp.where(starts, jnp.sum(chosen), -1).astype(jnp.int32),
         leader=lead,
