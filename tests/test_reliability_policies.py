@@ -273,3 +273,22 @@ def test_subsampling_without_a_finite_loss_has_no_incumbent_and_value_inf():
         job, state = policy.ask(jax.random.key(t), state)
         state, info = policy.tell(state, job, policies.make_result(jnp.nan, int(job.budget)))
         assert int(info.incumbent) == -1 and float(info.incumbent_value) == np.inf
+
+
+@pytest.mark.parametrize("name", ["sh", "random_search", "subsampling_uq"])
+def test_one_job_protocol_refuses_a_loss_or_epoch_that_is_not_a_scalar(name):
+    # A loss of shape (1,) (a model's output) made random_search's incumbent shape (1,) and
+    # failed inside the other steps with JAX's broadcasting error; tell / report now name it.
+    policy = {"sh": lambda: policies.sh(9, 9), "random_search": lambda: policies.random_search(9, max_budget=9),
+              "subsampling_uq": lambda: policies.subsampling(9, 9, uq=True)}[name]()
+    state = policy.init(jax.random.key(0))
+    job, state = policy.ask(jax.random.key(1), state)
+    with pytest.raises(ValueError, match=r"result\.value must be a scalar"):
+        policy.tell(state, job, policies.make_result(jnp.array([0.3]), job.budget))
+    with pytest.raises(ValueError, match=r"result\.epoch must be a scalar"):
+        policy.tell(state, job, policies.Result(jnp.asarray(0.3), jnp.array([1]), jnp.asarray(False)))
+    if policy.report is not None:
+        with pytest.raises(ValueError, match="value must be a scalar"):
+            policy.report(state, job, 1, jnp.array([0.3]))
+    state, info = policy.tell(state, job, policies.make_result(0.3, job.budget))
+    assert jnp.shape(info.incumbent_value) == () and float(info.incumbent_value) == 0.3

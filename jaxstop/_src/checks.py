@@ -236,6 +236,24 @@ def is_prng_key(x) -> bool:
     return dtype == jnp.uint32 and jnp.shape(x) == (2,)
 
 
+def check_step_args(step: str, args, keyed: bool) -> None:
+    """The arguments a protocol step checks itself: the key of a ``keyed`` step, and the
+    per-job numbers of ``tell`` / ``report``, 0-d (a loss of shape (1,) changed the shape of
+    a state's incumbent, or failed inside a step without naming it)."""
+    if keyed:
+        check_key(args[0])
+        return
+    if step == "tell":
+        named = {"result.value": getattr(args[2], "value", None), "result.epoch": getattr(args[2], "epoch", None)}
+    elif step == "report":
+        named = {"epoch": args[2], "value": args[3]}
+    else:
+        return
+    for arg, v in named.items():
+        if jnp.ndim(v) != 0:
+            raise ValueError(f"{step}(): {arg} must be a scalar (shape ()), got shape {jnp.shape(v)}")
+
+
 def check_key(key, name: str = "key", batched: bool = False) -> None:
     """Raises ``TypeError`` naming ``name`` unless ``key`` is a PRNG key (a batch of them
     with ``batched``), saying how to make one from an integer seed."""

@@ -459,8 +459,7 @@ class Step:
             *args, params = args
         elif len(args) != self.nargs:
             raise TypeError(f"{self.name}() takes {self.nargs} arguments and optional params, got {len(args)}")
-        if self.name in _KEYED:
-            checks.check_key(args[0])
+        checks.check_step_args(self.name, args, self.name in _KEYED)
         defaults = self.defaults()
         if params is None:
             params = defaults
