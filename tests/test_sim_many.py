@@ -116,6 +116,25 @@ def test_checkpoint_resumes_bit_identically_and_refuses_other_arguments(tmp_path
                          chunk_size=args["chunk_size"], checkpoint=ckpt, progress=False)
 
 
+def test_chunk_files_without_a_manifest_are_refused(tmp_path):
+    """Chunk files left in a directory whose manifest is gone (removed by hand after the
+    'other arguments' error) were loaded as the runs of whatever study came next."""
+    policy = policies.sh(NUM, T)
+    tab = table(1)
+    ckpt = tmp_path / "study"
+    sim.run_many(policy, tab, jax.random.key(0), 8, chunk_size=4, checkpoint=ckpt, progress=False)
+    os.remove(ckpt / "manifest.json")
+    with pytest.raises(ValueError, match="chunk files .* but no manifest.json"):
+        sim.run_many(policy, tab, jax.random.key(1), 8, chunk_size=4, checkpoint=ckpt, progress=False)
+    # only the chunk files count: another file in the directory does not stop a new study
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "notes.txt").write_text("study of seed 1")
+    want = sim.run_many(policy, tab, jax.random.key(1), 8, chunk_size=4, progress=False)
+    got = sim.run_many(policy, tab, jax.random.key(1), 8, chunk_size=4, checkpoint=other, progress=False)
+    assert same(got, want)
+
+
 def fixed_config_policy(config):
     """Random search whose every job trains ``config``: a user's policy built by a factory,
     its steps closures that differ only in the value they capture."""

@@ -159,6 +159,13 @@ def _manifest(directory: Path, digest: str, num_runs: int, chunk_size: int) -> N
                 "use another directory or remove it"
             )
         return
+    # chunk files without a manifest come from a study whose arguments are unknown (a manifest
+    # removed by hand): they would be loaded as this study's runs
+    stray = sorted(directory.glob("chunk_*.npz")) if directory.is_dir() else []
+    if stray:
+        raise ValueError(f"checkpoint {str(directory)!r} holds chunk files ({stray[0].name}, ...) but no "
+                         f"{_MANIFEST}: they were written with arguments that cannot be checked; use another "
+                         "directory or remove it")
     directory.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(_MANIFEST + ".tmp")
     tmp.write_text(json.dumps(want))
