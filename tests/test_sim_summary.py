@@ -230,6 +230,32 @@ def test_plot_regret_draws_each_policy_with_its_band(studies):
         sim.plot_regret({"x": traces["sh"]})
 
 
+def test_plot_regret_quantile_band_spans_the_lowest_to_the_highest_level(studies):
+    """The band of band="quantiles" was drawn between the first and the last level as given:
+    with quantiles=(0.5, 0.1, 0.9) from the median to q0.9, not from q0.1 to q0.9."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    table, _, traces = studies
+    s = sim.summarize(traces["sh"], table, budget_grid=GRID, quantiles=(0.5, 0.1, 0.9))
+    ax = sim.plot_regret({"sh": s}, band="quantiles")
+    try:
+        xy = np.concatenate([p.vertices for p in ax.collections[0].get_paths()])
+    finally:
+        plt.close(ax.figure)
+    regret = np.asarray(s.studies.regret, float)
+    lo, hi = np.quantile(regret, 0.1, axis=0), np.quantile(regret, 0.9, axis=0)
+    ok = np.isfinite(lo) & np.isfinite(hi)
+    assert np.any(ok & (hi > lo))
+    for b, want_lo, want_hi in zip(GRID[ok], lo[ok], hi[ok]):
+        y = xy[xy[:, 0] == b, 1]
+        # the band's vertices at this budget are the two quantiles (differences of float64
+        # losses interpolated once: a few ulps)
+        np.testing.assert_allclose([y.min(), y.max()], [want_lo, want_hi], rtol=1e-12, atol=1e-15)
+
+
 @pytest.mark.parametrize("num_configs", [10, 31, 97])
 def test_default_grid_holds_whole_budgets_exactly(num_configs):
     """Random search over one-epoch curves spends budget j after its j-th job; on a grid of

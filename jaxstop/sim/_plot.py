@@ -87,8 +87,10 @@ def plot_regret(summaries: Mapping[str, Summary], ax: Any = None, *, metric: str
             e = scale * np.asarray(getattr(s.se, metric), dtype=float)
             lo, hi = y - e, y + e
         elif band == "quantiles":
+            # the lowest and highest levels, in whatever order summarize's quantiles came
+            levels = np.asarray(s.levels, dtype=float)
             q = scale * np.asarray(getattr(s.quantiles, metric), dtype=float)
-            lo, hi = q[0], q[-1]
+            lo, hi = q[int(np.argmin(levels))], q[int(np.argmax(levels))]
         if band is not None:
             ok = np.isfinite(lo) & np.isfinite(hi)
             ax.fill_between(x, lo, hi, where=ok, color=line.get_color(), alpha=0.2, linewidth=0)
