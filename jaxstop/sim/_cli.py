@@ -52,7 +52,8 @@ table FILE:
                  with configuration vectors)
   *.csv          a long table with a header and the columns config, epoch, value
                  and optionally test (one record per configuration and epoch,
-                 epochs counted from 1, any order, ragged curves), read with NumPy
+                 epochs counted from 1, any order, ragged curves), read with
+                 Python's csv module (commas, quoted fields)
   other          a CurveTable written by CurveTable.save
 
 --out FILE holds the tree {"summary": jaxstop.sim.Summary, "traces": jaxstop.sim.Trace};
