@@ -121,6 +121,19 @@ def test_csv_records_with_empty_or_non_numeric_cells_are_refused(tmp_path):
         assert str(path) in str(err.value)
 
 
+def test_csv_records_with_more_fields_than_the_header_are_refused(tmp_path):
+    # an unquoted decimal comma splits "0,5" into two fields: the loss was read as 0.0 and
+    # the rest dropped, silently
+    path = tmp_path / "comma.csv"
+    path.write_text("config,epoch,value\na,1,0,5\na,2,0,25\n")
+    with pytest.raises(ValueError, match=r"line 2: the record has 4 fields but the header names 3") as err:
+        sim.CurveTable.from_csv(path)
+    assert str(path) in str(err.value)
+    # empty fields past the header (a trailing comma, as some exporters write) are no data
+    path.write_text("config,epoch,value\na,1,0.5,\na,2,0.25, ,\n")
+    np.testing.assert_array_equal(np.asarray(sim.CurveTable.from_csv(path).values), [[0.5, 0.25]])
+
+
 def test_csv_blank_lines_byte_order_mark_spaces_and_quotes(tmp_path):
     path = tmp_path / "t.csv"
     path.write_bytes("\ufeffconfig , epoch,value,note\n\n\"a,1\",1, 0.5,x\n b ,1,0.25,\n\n\"a,1\",2.0,0.125,\n"

@@ -89,7 +89,8 @@ class CurveTable(NamedTuple):
         commas (a field may be quoted, as Python's :mod:`csv` reads it). Blank lines are
         skipped, a UTF-8 byte-order mark (as spreadsheet programs write) is dropped, and
         every other line is a record, which must have a non-empty cell in each of those
-        columns. Configuration labels are read as integers where every label is an integer,
+        columns and no non-empty field beyond the header's columns (a field holding an
+        unquoted comma). Configuration labels are read as integers where every label is an integer,
         else as numbers where every one is a number, else as strings.
 
         Raises:
@@ -304,7 +305,8 @@ def read_csv(path: str | os.PathLike, *, return_labels: bool = False):
     :meth:`CurveTable.from_csv` and :func:`from_long`. Read with Python's :mod:`csv` module
     (commas; a field may be quoted); blank lines are skipped and a UTF-8 byte-order mark is
     dropped; every other line after the header is a record (no comment lines: a label may
-    begin with ``#``). Every record must have each of the named columns' cells, non-empty."""
+    begin with ``#``). Every record must have each of the named columns' cells, non-empty, and
+    no non-empty field beyond the header's columns."""
     import csv
 
     name = os.fspath(path)
@@ -331,6 +333,11 @@ def read_csv(path: str | os.PathLike, *, return_labels: bool = False):
     cells: dict[str, list[str]] = {c: [] for c in wanted}
     lines = []
     for line, row in rows[1:]:
+        if any(c.strip() for c in row[len(header):]):
+            # a field the header does not name shifts nothing it reads, but says the line is not
+            # split as the header is (an unquoted decimal comma: "a,1,0,5" read as the loss 0)
+            raise ValueError(f"{name}, line {line}: the record has {len(row)} fields but the header names "
+                             f"{len(header)} (quote a field that holds a comma)")
         for c in wanted:
             j = where[c]
             cell = row[j].strip() if j < len(row) else ""
