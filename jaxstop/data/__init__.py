@@ -84,7 +84,9 @@ class AlexNetCurves(NamedTuple):
             float32; NaN where ``mask`` is False.
         raw: Original hyperparameters, shape (C, d), float64, columns ``raw_names``.
         raw_names: Original hyperparameter names, shape (d,), str.
-        lower: Lower end of each unit-cube dimension in raw units, shape (d,).
+        lower: Lower end of each unit-cube dimension in raw units, shape (d,); for
+            ``lr_peak_fraction``, of the fraction ``lr_peak_epoch / epochs`` (the raw column
+            holds the epoch, counted from 0), so its cube value is that fraction over ``upper``.
         upper: Upper end, shape (d,).
         log: Whether the dimension is mapped on a log scale, shape (d,), bool.
         iteration: Random-search iteration in the original file, shape (C,), int32.
