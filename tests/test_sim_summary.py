@@ -183,6 +183,11 @@ def test_bad_arguments_raise(studies):
         sim.summarize(t, table, quantiles="0.5")
     with pytest.raises(ValueError, match="per-job"):
         sim.summarize(t._replace(spent=t.spent[:, :3]), table)
+    # a batch of no studies (run_batch of 0 keys) failed inside the jitted program
+    with pytest.raises(ValueError, match="no studies"):
+        sim.summarize(jax.tree_util.tree_map(lambda a: a[:0], t), table)
+    with pytest.raises(ValueError, match="no studies"):
+        sim.summarize(jax.tree_util.tree_map(lambda a: a[:0], t), table, budget_grid=GRID)
     # another table than the studies ran on: the incumbents' losses do not match
     with pytest.raises(ValueError, match="not the table these studies ran on"):
         sim.summarize(t, table._replace(values=table.values + 1.0))

@@ -142,6 +142,8 @@ def _fields(trace: Trace) -> dict:
         raise ValueError(f"trace must be one study or a batch with one leading axis; trace.incumbent_value "
                          f"has shape {out['incumbent_value'].shape}")
     n = out["incumbent_value"].shape[0]
+    if n == 0:
+        raise ValueError("trace holds no studies (a batch of 0 runs): there is nothing to summarize")
     steps = out["spent"].shape[1:]
     for k in ("value", "epoch", "config", "active", "incumbents"):
         if out[k].shape != (n,) + steps:
