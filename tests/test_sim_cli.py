@@ -91,6 +91,23 @@ def test_from_long_rejects_tables_it_cannot_represent():
             sim.CurveTable.from_long(["a"], epoch, [0.5])
 
 
+def test_from_long_names_losses_beyond_float32_as_such():
+    # without x64 a finite float64 loss of 1e39 becomes inf in the float32 table: it was
+    # reported as "not finite (NaN or inf) ... leave such records out", about a finite record
+    with jax.enable_x64(False):
+        with pytest.raises(ValueError, match=r"value holds 1 value\(s\) beyond the range of float32, the first "
+                                             r"-1e\+39 at record 2: .*jax_enable_x64"):
+            sim.CurveTable.from_long(["a", "a", "b"], [1, 2, 1], np.array([0.5, 0.25, -1e39]))
+        with pytest.raises(ValueError, match=r"test holds 1 value\(s\) beyond the range of float32"):
+            sim.CurveTable.from_long(["a"], [1], [0.5], test=np.array([3.5e38]))
+        # a NaN in the records is still named as one
+        with pytest.raises(ValueError, match=r"not finite \(NaN or inf\), the first at record 1"):
+            sim.CurveTable.from_long(["a", "a"], [1, 2], np.array([0.5, np.nan]))
+    # with x64 the same records are a float64 table
+    table = sim.CurveTable.from_long(["a", "a", "b"], [1, 2, 1], np.array([0.5, 0.25, -1e39]))
+    assert table.values.dtype == jnp.float64 and float(table.values[1, 0]) == -1e39
+
+
 def test_csv_labels_may_begin_with_a_hash(tmp_path):
     # NumPy's reader takes "#" for the start of a comment and dropped such records
     path = tmp_path / "t.csv"

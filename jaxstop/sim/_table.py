@@ -253,9 +253,17 @@ def from_long(config, epoch, value, test=None, *, return_labels: bool = False):
                          "every curve must have the epochs 1 .. L without gaps")
 
     def grid(column, name):
-        col = _checks.float_array(column, name)
+        with np.errstate(over="ignore"):  # beyond the dtype's range: named below
+            col = _checks.float_array(column, name)
         if _checks.is_concrete(col):
             bad = ~np.isfinite(np.asarray(col))
+            # finite in the records but not in the table's dtype: float64 losses beyond float32's range
+            lost = bad & np.isfinite(np.asarray(column, dtype=np.float64))
+            if lost.any():
+                i = int(np.argmax(lost))
+                raise ValueError(f"{name} holds {int(lost.sum())} value(s) beyond the range of {col.dtype}, the "
+                                 f"first {float(np.asarray(column)[i])!r} at record {i}: JAX computes in float32 "
+                                 "unless jax_enable_x64 is set; set it or rescale the losses")
             if bad.any():
                 raise ValueError(f"{name} holds {int(bad.sum())} value(s) that are not finite (NaN or inf), the "
                                  f"first at record {int(np.argmax(bad))}: leave such records out")
