@@ -135,6 +135,35 @@ def test_chunk_files_without_a_manifest_are_refused(tmp_path):
     assert same(got, want)
 
 
+def test_processes_that_start_one_checkpoint_together_all_write_its_manifest(tmp_path):
+    """Under jax.distributed every process writes the manifest of a new shared checkpoint at
+    once; they shared one temporary name, so all but one failed (FileNotFoundError on the
+    rename) or read a manifest another was still writing. Threads stand in for processes."""
+    import threading
+
+    from jaxstop.sim import _many
+
+    failures = []
+    for trial in range(40):
+        ckpt = tmp_path / f"study{trial}"
+        barrier = threading.Barrier(4)
+
+        def start():
+            barrier.wait()
+            try:
+                _many._manifest(ckpt, "digest", 10, 4)
+            except Exception as err:  # noqa: BLE001 - every failure is collected
+                failures.append(err)
+
+        threads = [threading.Thread(target=start) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert os.listdir(ckpt) == ["manifest.json"]   # no temporary file left behind
+    assert failures == []
+
+
 def fixed_config_policy(config):
     """Random search whose every job trains ``config``: a user's policy built by a factory,
     its steps closures that differ only in the value they capture."""

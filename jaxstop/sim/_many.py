@@ -11,6 +11,7 @@ import re
 import sys
 import time
 import types
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -167,9 +168,15 @@ def _manifest(directory: Path, digest: str, num_runs: int, chunk_size: int) -> N
                          f"{_MANIFEST}: they were written with arguments that cannot be checked; use another "
                          "directory or remove it")
     directory.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(_MANIFEST + ".tmp")
-    tmp.write_text(json.dumps(want))
-    os.replace(tmp, path)
+    # a temporary name of this writer's own: processes of a jax.distributed run that start a
+    # shared checkpoint together each write the (same) manifest without touching another's file
+    tmp = path.with_name(f"{_MANIFEST}.{os.getpid()}.{uuid.uuid4().hex}.tmp")
+    try:
+        tmp.write_text(json.dumps(want))
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
 
 
 class _Progress:
