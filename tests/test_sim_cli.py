@@ -214,6 +214,26 @@ def test_load_restores_into_shape_dtype_struct_leaves(tmp_path):
             jaxstop.load(tmp_path / "tr.npz", like={**like, "keys": wrong})
 
 
+def test_cli_default_max_budget_is_the_longest_curve(tmp_path, capsys):
+    # a saved table wider than every curve in it (a padded column no curve reaches): the
+    # default --max-budget was the table's width, not its longest curve as --help says
+    values, test, mask, lengths = ragged(5)
+    keep = np.flatnonzero(lengths < T)   # curves of up to T - 1 epochs in a table T wide
+    table = sim.CurveTable(jnp.asarray(values[keep]), jnp.asarray(mask[keep]))
+    path = tmp_path / "narrow.npz"
+    table.save(path)
+    out = tmp_path / "study.npz"
+    assert sim.cli(["--table", str(path), "--policy", "sh", "--eta", "2", "--runs", "2", "--out", str(out),
+                    "--no-progress", "--dtype", "float64"]) == 0
+    longest = int(lengths[keep].max())
+    assert f"curves of up to {longest} epochs" in capsys.readouterr().out
+    policy = policies.sh(keep.size, longest, eta=2, dtype=jnp.float64)
+    ref = sim.run_many(policy, table, jax.random.key(0), 2, progress=False)
+    back = jaxstop.load(out, like={"summary": sim.summarize(ref, table), "traces": ref})
+    assert all(np.array_equal(a, b, equal_nan=True) for a, b in zip(jax.tree_util.tree_leaves(back["traces"]),
+                                                                    jax.tree_util.tree_leaves(ref)))
+
+
 def test_cli_writes_the_traces_of_run_many_and_a_summary(tmp_path):
     values, test, mask, _ = ragged(3)
     labels = [f"cfg-{c}" for c in "qwertyu"]

@@ -15,7 +15,7 @@ from jaxstop import data as _data
 from jaxstop import policies
 from jaxstop._src import io as _io
 from jaxstop.sim._many import run_many
-from jaxstop.sim._table import CurveTable
+from jaxstop.sim._table import CurveTable, curve_lengths
 from jaxstop.sim._summary import DEFAULT_GRID_POINTS, Summary, summarize
 
 __all__ = ["cli", "build_parser", "POLICIES", "format_summary"]
@@ -149,9 +149,10 @@ def read_table(spec: str, dtype) -> tuple[CurveTable, str]:
 
 def build_policy(args: argparse.Namespace, table: CurveTable) -> policies.Policy:
     """The policy ``args`` describe, sized by ``table``."""
-    rows, cols = table.values.shape
+    rows = table.values.shape[0]
     name = args.policy
-    max_budget = cols if args.max_budget is None else args.max_budget
+    # the longest curve, as --help says (a saved table may be wider than every curve in it)
+    max_budget = int(np.max(curve_lengths(table))) if args.max_budget is None else args.max_budget
     dtype = table.values.dtype
 
     def given(*names):
@@ -272,7 +273,7 @@ def cli(argv: Sequence[str] | None = None, prog: str | None = "python -m jaxstop
     except (ValueError, TypeError, OSError) as err:  # OSError: e.g. a disk that filled up while writing
         print(f"{parser.prog}: error: {_as_flag(str(err), vars(args))}", file=sys.stderr)
         return 2
-    rows, cols = table.values.shape
+    rows, cols = table.values.shape[0], int(np.max(curve_lengths(table)))
     variant = " (UQ-guided)" if args.uq else ""
     print(f"{args.policy}{variant} on {where}: {rows} configurations, curves of up to {cols} epochs; "
           f"{args.runs} runs, seed {args.seed}")
