@@ -266,7 +266,8 @@ def scaled_variance(vals, ok, ddof: int):
     scaled by ``inv``, the power of two just above their largest magnitude. The scaling is
     exact, so ``v / inv^2`` is the variance wherever that is representable, and neither
     squares near the top of the dtype's range overflow (float32 losses near 1e20) nor
-    those near its bottom underflow; ``sqrt(v) / inv`` is the standard deviation. Equal values have variance exactly 0."""
+    those near its bottom underflow; ``sqrt(v) / inv`` is the standard deviation. Equal
+    values have variance exactly 0."""
     zero = jnp.zeros((), vals.dtype)
     vals = jnp.where(ok, vals, zero)
     inv = inverse_power_of_two(jnp.max(jnp.abs(vals), axis=-1))

@@ -258,7 +258,7 @@ def from_long(config, epoch, value, test=None, *, return_labels: bool = False):
         if _checks.is_concrete(col):
             bad = ~np.isfinite(np.asarray(col))
             # finite in the records but not in the table's dtype: float64 losses beyond float32's range
-            lost = bad & np.isfinite(np.asarray(column, dtype=np.float64))
+            lost = bad & np.isfinite(np.asarray(column, dtype=np.float64)) if bad.any() else bad
             if lost.any():
                 i = int(np.argmax(lost))
                 raise ValueError(f"{name} holds {int(lost.sum())} value(s) beyond the range of {col.dtype}, the "

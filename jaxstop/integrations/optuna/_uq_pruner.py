@@ -281,7 +281,8 @@ class UQSuccessiveHalvingPruner(PicklableLock, optuna.pruners.BasePruner):
         # a member whose rung loss is +inf (a run that diverged) is the worst of the rung: it
         # leaves the UQ problem and is not kept, as in the policies' keep rule
         finite = np.isfinite(losses)
-        counts = [int(np.sum(np.isfinite(c))) for c, f in zip(curves, finite) if f]
+        live = [c for c, f in zip(curves, finite) if f]
+        counts = [int(np.sum(np.isfinite(c))) for c in live]
         fallback = FALLBACK_NONE
         # a -inf rung loss is better than every finite one: the rule cannot weigh it
         if np.any(losses == -np.inf) or not np.any(finite):
@@ -290,7 +291,7 @@ class UQSuccessiveHalvingPruner(PicklableLock, optuna.pruners.BasePruner):
             fallback = FALLBACK_FEW_VALUES
         if fallback:
             return record(plain_promotable(losses, self._eta), False, plain_k, fallback)
-        if any(beyond_range(a, float_dtype()).any() for a in [losses[finite]] + [c for c, f in zip(curves, finite) if f]):
+        if any(beyond_range(a, float_dtype()).any() for a in [losses[finite]] + live):
             # finite values beyond the working dtype's range (e.g. 1e39 in float32) would turn
             # into inf in the cast: the problem as given cannot be computed in that dtype
             return record(plain_promotable(losses, self._eta), False, plain_k, FALLBACK_STATUS,
