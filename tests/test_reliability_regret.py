@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 import scipy.stats
 
+from _compiles import count_compilations
 from _oracles import np_eq8, np_posterior
 from jaxstop import gp, regret
 from jaxstop._src import regret_bound as _rb
@@ -770,3 +771,18 @@ def test_cv_threshold_of_equal_folds_is_exactly_zero(dtype):
         for k in (3, 5, 10):
             folds = jnp.full((k,), value, dtype)
             assert float(regret.cv_threshold(folds)) == 0.0, (value, k)
+
+
+def test_warm_started_fit_reuses_the_cold_fits_program():
+    """A running study calls fit_regret_bound first without a curvature, then with the last
+    call's inv_hessian (its docstring's advice): one program for both. None was a different
+    pytree than an array, and the warm calls compiled the whole fit and bound again (seconds).
+    The cold start itself is unchanged: zeros are documented as no curvature, bit for bit."""
+    X, y, cand = fit_data()
+    kw = dict(candidates=cand, min_points=6, options=regret.FitOptions(fit_steps=4, refine_steps=2, fit_tol=0.0))
+    cold = regret.fit_regret_bound(KEY, X, y, **kw)
+    with count_compilations() as compiled:
+        warm = regret.fit_regret_bound(KEY, X, y, init=cold.params, init_inv_hessian=cold.inv_hessian, **kw)
+    assert compiled["_fit_regret_bound_jit"] == 0 and bool(warm.ok)
+    zeros = regret.fit_regret_bound(KEY, X, y, init_inv_hessian=np.zeros_like(cold.inv_hessian), **kw)
+    chex.assert_trees_all_equal(zeros, cold)

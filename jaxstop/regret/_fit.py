@@ -187,11 +187,13 @@ def _init(init, d: int, dim_mask, dtype, warping: bool, prior: str):
 
 def _inv_hessian(H, d: int, dtype, warping: bool):
     """A warm-start inverse Hessian as an (r, r) array of ``dtype`` (``r = d + 3``, or
-    ``3 d + 3`` with ``warping``: :func:`jaxstop._src.gp_fit.raw_size`), or None."""
-    if H is None:
-        return None
-    H = _checks.float_array(H, "init_inv_hessian")
+    ``3 d + 3`` with ``warping``: :func:`jaxstop._src.gp_fit.raw_size`); zeros (no curvature:
+    a cold start, as the fit reads them) for None, so that a first call without one and the
+    warm-started calls after it share one compiled program."""
     r = gp_fit.raw_size(d, warping)
+    if H is None:
+        return np.zeros((r, r), dtype)
+    H = _checks.float_array(H, "init_inv_hessian")
     if H.shape != (r, r):
         raise ValueError(f"init_inv_hessian must have shape {(r, r)} (the inv_hessian of a previous call with "
                          f"d = {d}{' and warping' if warping else ''}), got {H.shape}")
