@@ -364,7 +364,8 @@ def log_marginal_likelihood(p: GPParams, X: ArrayLike, y: ArrayLike, mask: Array
     ``w(X)`` (:func:`warp`) when ``p`` carries a warping. Padded rows are inert whatever
     they hold.
     Concrete inputs are checked like :func:`posterior`'s (``ValueError`` / ``TypeError``
-    naming the argument); inside ``jit`` a non-finite value on a real row gives NaN.
+    naming the argument); inside ``jit`` a non-finite value on a real row, or a real row
+    of ``X`` outside the unit cube (the GP's domain, where a warping would clip it), gives NaN.
 
     Example:
         >>> import jax.numpy as jnp
@@ -379,7 +380,10 @@ def log_marginal_likelihood(p: GPParams, X: ArrayLike, y: ArrayLike, mask: Array
     return _lml_jit(p, X, y, mask)
 
 
-_lml_jit = jax.jit(_gp_fit.log_likelihood)
+@jax.jit
+def _lml_jit(p, X, y, mask):
+    value = _gp_fit.log_likelihood(p, X, y, mask)
+    return jnp.where(_core.real_inputs_valid(X, mask), value, jnp.nan)
 
 
 def log_prior(p: GPParams) -> jax.Array:

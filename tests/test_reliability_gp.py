@@ -418,6 +418,29 @@ def test_out_of_cube_inputs_inside_jit_are_bad_input():
             gp.posterior(p, Xb, z)
 
 
+def test_log_marginal_likelihood_of_out_of_cube_rows_inside_jit_is_nan():
+    """Inside jit a real row of X outside the unit cube makes the log marginal likelihood NaN,
+    as a non-finite one does (eagerly it raises): before, it was a finite number, and with a
+    warping the number of the clipped input (X = 1.7 gave the value of X = 1.0). A padded
+    row outside the cube stays inert: the value of the real rows alone (NumPy oracle; one
+    Cholesky of a 5 x 5 matrix in float64, so 1e-12 relative)."""
+    X, z = smooth_study(n=6, dtype=np.float64)
+    lml = jax.jit(gp.log_marginal_likelihood)
+    real, padded = np.ones(6, bool), np.arange(6) != 3
+    for p in (gp.params(1.0, [0.4, 0.6], 1e-2), gp.params(1.0, [0.4, 0.6], 1e-2, warp_a=2.0, warp_b=1.0)):
+        assert np.isfinite(float(lml(p, X, z, real)))
+        for bad in (1.7, -0.25):
+            Xb = X.copy()
+            Xb[3, 1] = bad
+            assert np.isnan(float(lml(p, Xb, z, real)))
+            if not p.warped:
+                want = np_lml(X[padded], z[padded], 1.0, np.array([0.4, 0.6]), 1e-2 + 10 * EPS64)
+                np.testing.assert_allclose(float(lml(p, Xb, z, padded)), want, rtol=1e-12)
+            assert float(lml(p, Xb, z, padded)) == float(lml(p, X, z, padded))
+            with pytest.raises(ValueError, match="^X must lie in the unit cube"):
+                gp.log_marginal_likelihood(p, Xb, z)
+
+
 def test_bad_settings_name_the_argument():
     """gp.fit's key and optimizer, gp.params' mean: TypeError / ValueError naming them
     (before: JAX's 'invalid PRNG key data', "'str' object has no attribute 'init'", and a
