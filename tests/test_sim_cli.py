@@ -327,6 +327,10 @@ def test_bad_input_gives_a_clear_error(tmp_path, capsys):
     assert "error: --max-evals must be >= 1, got 0" in capsys.readouterr().err
     assert main(["simulate", "--table", "alexnet", "--policy", "random_search", "--replace", "--out", "o.npz"]) == 2
     assert "error: --max-jobs is required" in capsys.readouterr().err
+    # subsampling's argument `budget` is the flag --total-budget
+    assert main(["simulate", "--table", "alexnet", "--policy", "subsampling", "--total-budget", "0",
+                 "--out", "o.npz"]) == 2
+    assert "error: --total-budget must be >= 1, got 0" in capsys.readouterr().err
     # checked before any run (an unwritable --out once failed after the whole study)
     (tmp_path / "a_file").write_text("x")
     for extra, message in ((["--out", str(tmp_path / "no" / "x.npz")], "the directory"),
@@ -354,3 +358,27 @@ def test_cli_in_float64_leaves_the_callers_x64_setting(tmp_path):
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split("\n")[-2] == "0 False ['float64']"
+
+
+def test_cli_auto_termination_on_a_table_of_fewer_rows_than_its_default_num_init(tmp_path):
+    # 7 rows: the default --max-evals is 7, below the policy's default num_init of 10, and the
+    # command failed with "--num-init (10) must be <= max_evals (7)" for a flag never given
+    values, test, mask, _ = ragged(6)
+    configs = np.random.default_rng(6).uniform(size=(NUM, 2))
+    table = sim.CurveTable(jnp.asarray(values), jnp.asarray(mask), jnp.asarray(test), jnp.asarray(configs))
+    path, out = tmp_path / "t.npz", tmp_path / "o.npz"
+    table.save(path)
+    assert sim.cli(["--table", str(path), "--policy", "auto_termination_bo", "--threshold", "0.01", "--runs", "2",
+                    "--out", str(out), "--no-progress", "--dtype", "float64"]) == 0
+    # the study of the policy with num_init = max_evals = 7 (every evaluation random)
+    policy = policies.auto_termination_bo(NUM, max_budget=T, max_evals=NUM, candidates=table.configs,
+                                          threshold=0.01, num_init=NUM)
+    ref = sim.run_many(policy, table, jax.random.key(0), 2, progress=False)
+    back = jaxstop.load(out, like={"summary": sim.summarize(ref, table), "traces": ref})
+    for a, b in zip(jax.tree_util.tree_leaves(back["traces"]), jax.tree_util.tree_leaves(ref)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    # a --max-evals below the default num_init works too; a --num-init above it is refused by name
+    assert sim.cli(["--table", str(path), "--policy", "auto_termination_bo", "--threshold", "0.01", "--runs", "2",
+                    "--max-evals", "3", "--out", str(out), "--no-progress", "--dtype", "float64"]) == 0
+    assert sim.cli(["--table", str(path), "--policy", "auto_termination_bo", "--threshold", "0.01", "--runs", "2",
+                    "--max-evals", "3", "--num-init", "4", "--out", str(out), "--no-progress"]) == 2

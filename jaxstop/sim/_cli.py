@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import inspect
 import os
 import sys
 from typing import Sequence
@@ -118,7 +119,9 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     b = p.add_argument_group("Bayesian optimisation (bo_bos, gp_ucb, auto_termination_bo; need configuration vectors)")
     b.add_argument("--max-evals", type=int, metavar="T",
                    help="most evaluations of one study (default min(rows, 50))")
-    b.add_argument("--num-init", type=int, metavar="I", help="random evaluations before the GP drives the search")
+    b.add_argument("--num-init", type=int, metavar="I",
+                   help="random evaluations before the GP drives the search (default: the policy's; "
+                        "auto_termination_bo: min(10, --max-evals))")
     b.add_argument("--n0", type=int, metavar="N0", help="bo_bos: epochs observed before the stopping decision")
     b.add_argument("--num-paths", type=int, metavar="P", help="bo_bos: simulated paths per BOS solve (default 100000)")
     b.add_argument("--threshold", type=float, metavar="EPS",
@@ -128,6 +131,10 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     b.add_argument("--min-iterations", type=int, metavar="M",
                    help="auto_termination_bo: no termination with fewer evaluations (default 20)")
     return p
+
+
+#: auto_termination_bo's own default num_init, the CLI's default where --max-evals allows it.
+_AT_NUM_INIT = inspect.signature(policies.auto_termination_bo).parameters["num_init"].default
 
 
 class UsageError(ValueError):
@@ -191,8 +198,11 @@ def build_policy(args: argparse.Namespace, table: CurveTable) -> policies.Policy
     if args.threshold is None:
         raise UsageError("--policy auto_termination_bo needs --threshold (a fixed threshold in loss units): "
                          "curve tables carry no cross-validation fold scores for the CV threshold")
+    # the policy's default num_init (10), at most max_evals: a table of fewer rows (or a smaller
+    # --max-evals) ran into an error about a --num-init the user never gave
+    extra = {} if args.num_init is not None else {"num_init": min(_AT_NUM_INIT, max(max_evals, 1))}
     return policies.auto_termination_bo(rows, max_budget=max_budget, max_evals=max_evals, candidates=configs(),
-                                        **given("threshold", "acquisition", "num_init", "min_iterations"))
+                                        **given("threshold", "acquisition", "num_init", "min_iterations"), **extra)
 
 
 def format_summary(summary: Summary, has_test: bool) -> str:
@@ -219,10 +229,17 @@ def format_summary(summary: Summary, has_test: bool) -> str:
     return "\n".join(lines)
 
 
+#: Policy arguments that a flag of another name sets: argument -> option destination.
+_ARGUMENT_FLAGS = {"budget": "total_budget"}
+
+
 def _as_flag(message: str, options: dict) -> str:
     """``message`` with a leading argument name that is also an option of the command line
-    (``max_evals must be >= 1``) written as its flag (``--max-evals must be >= 1``)."""
+    (``max_evals must be >= 1``) written as its flag (``--max-evals must be >= 1``); a policy
+    argument set by a flag of another name (subsampling's ``budget``) as that flag, where given."""
     name = message.split(" ", 1)[0]
+    if options.get(_ARGUMENT_FLAGS.get(name)) is not None:
+        return "--" + _ARGUMENT_FLAGS[name].replace("_", "-") + message[len(name):]
     if name in options and name.isidentifier():
         return "--" + name.replace("_", "-") + message[len(name):]
     return message
