@@ -202,7 +202,9 @@ def warp(p: GPParams, X: ArrayLike) -> jax.Array:
     ``w(x) = 1 - (1 - x'^a)^b``, increasing, with ``x' = eps + (1 - 2 eps) x`` (``eps``:
     ``2^-30`` in float64, ``2^-20`` in float32; :mod:`jaxstop._src.warping` gives the
     conventions, those of AutoGluon's warped GP: box ``[0.25, 4]``, LogNormal(0, 0.75)
-    prior), or ``X`` itself when ``p`` carries no warping. Raises like :func:`posterior`.
+    prior), or ``X`` itself when ``p`` carries no warping. Raises like :func:`posterior`;
+    inside ``jit`` a row that is not finite or leaves the unit cube is NaN (the warping
+    would clip it to the cube's edge).
 
     Example:
         >>> import jax.numpy as jnp
@@ -218,7 +220,9 @@ def warp(p: GPParams, X: ArrayLike) -> jax.Array:
     return _warp_jit(p, X)
 
 
-_warp_jit = jax.jit(_core.warp_inputs)
+@jax.jit
+def _warp_jit(p, X):
+    return jnp.where(_core.in_unit_cube(X)[:, None], _core.warp_inputs(p, X), jnp.nan)
 
 
 def standardize(y: ArrayLike, mask: ArrayLike | None = None) -> Standardized:
