@@ -29,6 +29,7 @@ from jaxstop.integrations.optuna import (
     TerminatorCallback,
     plot_terminator_improvement,
     report_cross_validation_scores,
+    search_space,
     terminator_improvement,
 )
 
@@ -163,6 +164,33 @@ def test_candidates_are_valid_configurations():
     assert set(present) == {0.0, 1.0}  # both observed patterns are drawn
     assert set(c[present == 0, 3]) == {0.5} and len(set(c[present == 1, 3])) == int((present == 1).sum())
 
+
+
+def test_a_range_changed_between_trials_covers_every_trials_grid():
+    """Dynamic ranges on shifted grids: every value either range allows is a grid point of the
+    union (encoded at the centre of its cell, drawn as a candidate); no value is clipped."""
+    ID, FD = optuna.distributions.IntDistribution, optuna.distributions.FloatDistribution
+    study = optuna.create_study(study_name="shifted")
+    for n, x, dn, dx in ((0, 0.0, ID(0, 10, step=2), FD(0.0, 1.0, step=0.1)),
+                         (9, 1.05, ID(1, 9, step=2), FD(0.05, 1.05, step=0.1)),
+                         (4, 0.5, ID(0, 10, step=2), FD(0.0, 1.0, step=0.1))):
+        study.add_trial(optuna.trial.create_trial(params={"n": n, "x": x}, distributions={"n": dn, "x": dx},
+                                                  value=float(n)))
+    i = RegretBoundTerminator(threshold=0.1, candidates=512).inputs(study)
+    assert i.encoding.columns == ("n", "x")
+    # n: the integers 0..10 (step 2 on both grids, shifted by 1), 11 cells of [-0.5, 10.5]
+    np.testing.assert_allclose(i.encoding.X[:, 0], (np.array([0, 9, 4]) + 0.5) / 11, rtol=0, atol=1e-12)
+    cells = np.asarray(i.candidates)[:, 0] * 11 - 0.5
+    assert set(np.round(cells).astype(int).tolist()) == set(range(11))  # odd values are candidates too
+    # x: two grids 0.05 apart are no one grid: continuous on [0, 1.05], 1.05 kept (not clipped to 1)
+    np.testing.assert_allclose(i.encoding.X[:, 1], np.array([0.0, 1.05, 0.5]) / 1.05, rtol=0, atol=1e-12)
+    # equal grids keep their step; int ranges on one grid keep theirs
+    same = [optuna.trial.create_trial(params={"n": v, "x": 0.3}, value=0.0, distributions={
+        "n": ID(lo, hi, step=2), "x": FD(lo / 10, hi / 10, step=0.1)}) for v, lo, hi in ((2, 0, 4), (6, 2, 8))]
+    for k, t in enumerate(same):
+        t.number = k
+    space = search_space(same)
+    assert space["n"] == ID(0, 8, step=2) and space["x"] == FD(0.0, 0.8, step=0.1)
 
 def test_ask_tell_loop_compiles_once_and_carries_the_warm_start():
     study = sgd_first_study(4)

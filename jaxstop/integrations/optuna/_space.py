@@ -19,8 +19,9 @@ per parameter (sorted by name, so every process builds the same layout):
   columns are all 0 where it is absent (that already says "absent": no presence column).
 
 A parameter whose distribution differs between trials (a dynamic range) is merged:
-numeric ranges take the union (the step is kept when every trial used the same one),
-categorical choices the union in order of first appearance. Distributions of different
+numeric ranges take the union, on a grid holding every trial's grid (ints: the gcd of the
+steps and of the lows' offsets; floats: the common step when the grids coincide, else
+continuous), categorical choices the union in order of first appearance. Distributions of different
 kinds, or linear and log, raise ``ValueError`` naming the parameter.
 
 The domain of the bound's LCB minimum is sampled with :func:`sample_candidates`: valid
@@ -38,6 +39,7 @@ per doubling, not once per trial.
 from __future__ import annotations
 
 import math
+from decimal import Decimal
 from typing import Any, NamedTuple, Sequence
 
 import numpy as np
@@ -99,10 +101,22 @@ def _merge(name: str, a: BaseDistribution, b: BaseDistribution) -> BaseDistribut
         return CategoricalDistribution(list(a.choices) + extra)
     for cls in (FloatDistribution, IntDistribution):
         if isinstance(a, cls) and isinstance(b, cls) and a.log == b.log:
-            step = a.step if a.step == b.step else (1 if cls is IntDistribution else None)
-            return cls(min(a.low, b.low), max(a.high, b.high), log=a.log, step=step)
+            return cls(min(a.low, b.low), max(a.high, b.high), log=a.log, step=_union_step(a, b))
     raise ValueError(f"parameter {name!r} has incompatible distributions in different trials: {a} and {b} "
                      "(the encoding needs one kind and one scale per parameter)")
+
+
+def _union_step(a, b):
+    """The step of the grid holding both numeric distributions' grids: for ints the gcd of
+    the steps and of the lows' offset (so that every value either range allows is on it),
+    for floats the common step when the grids are one (the lows an exact multiple of it
+    apart), else none (continuous)."""
+    if isinstance(a, IntDistribution):
+        return math.gcd(a.step, b.step, abs(a.low - b.low))
+    if a.step is None or a.step != b.step:
+        return None
+    offset = Decimal(str(b.low)) - Decimal(str(a.low))
+    return a.step if offset % Decimal(str(a.step)) == 0 else None
 
 
 class Encoding(NamedTuple):
