@@ -82,6 +82,10 @@ def test_from_long_rejects_tables_it_cannot_represent():
     # test losses are checked as the values are (a NaN there made every test regret NaN)
     with pytest.raises(ValueError, match="test holds 1 value.* not finite .* first at record 0"):
         sim.CurveTable.from_long(["a", "a"], [1, 2], [0.5, 0.4], [np.inf, 0.3])
+    # a test loss only at the end of a curve (NaN before): leaving those records out, as the
+    # error once advised, would drop their losses too; it says to fill them in or drop the column
+    with pytest.raises(ValueError, match=r"first at record 0: every record needs a finite test loss.*test=None"):
+        sim.CurveTable.from_long(["a", "a"], [1, 2], [0.5, 0.4], [np.nan, 0.3])
     tab = sim.CurveTable(jnp.array([[0.9, 0.5], [0.8, 0.3]]), test=jnp.array([[0.9, jnp.inf], [0.8, 0.3]]))
     with pytest.raises(ValueError, match="table.test has 1 non-finite"):
         sim.run(policies.random_search(2, max_budget=2), tab, jax.random.key(0))

@@ -265,8 +265,12 @@ def from_long(config, epoch, value, test=None, *, return_labels: bool = False):
                                  f"first {float(np.asarray(column)[i])!r} at record {i}: JAX computes in float32 "
                                  "unless jax_enable_x64 is set; set it or rescale the losses")
             if bad.any():
+                # a record left out takes its loss with it (and leaves a gap in its curve): a test
+                # loss is needed wherever there is a loss, or none at all
+                fix = ("leave such records out" if name == "value" else
+                       "every record needs a finite test loss; fill them in, or pass no test column (test=None)")
                 raise ValueError(f"{name} holds {int(bad.sum())} value(s) that are not finite (NaN or inf), the "
-                                 f"first at record {int(np.argmax(bad))}: leave such records out")
+                                 f"first at record {int(np.argmax(bad))}: {fix}")
         dtype = np.dtype(col.dtype)
         out = np.full((num_configs, width), np.nan, dtype)
         out[codes, epoch - 1] = np.asarray(col)
