@@ -292,3 +292,44 @@ def test_one_job_protocol_refuses_a_loss_or_epoch_that_is_not_a_scalar(name):
             policy.report(state, job, 1, jnp.array([0.3]))
     state, info = policy.tell(state, job, policies.make_result(0.3, job.budget))
     assert jnp.shape(info.incumbent_value) == () and float(info.incumbent_value) == 0.3
+
+
+@pytest.mark.parametrize("name", ["random_search", "gp_ucb", "bo_bos"])
+def test_a_loss_of_minus_inf_never_becomes_the_incumbent(name):
+    # A run that diverged to -inf (a log-likelihood loss of a degenerate model) made
+    # random_search's and bo_bos's incumbent for good: nothing beats -inf. The other
+    # policies (halving, sub-sampling, auto-termination) only ever took finite losses.
+    # Oracle: the lowest finite loss told, by hand (0.3 of the third job).
+    cand = jnp.linspace(0.0, 1.0, 5)[:, None]
+    policy = {"random_search": lambda: policies.random_search(5, max_budget=3),
+              "gp_ucb": lambda: policies.gp_ucb(cand, max_budget=3, max_evals=5, num_init=2),
+              "bo_bos": lambda: policies.bo_bos(cand, max_budget=3, max_evals=5, n0=1, num_paths=50,
+                                                num_init=2)}[name]()
+    state = policy.init(jax.random.key(0))
+    told = []
+    for t, loss in enumerate([0.5, -np.inf, 0.3, np.inf, 0.4]):
+        job, state = policy.ask(jax.random.key(t + 1), state)
+        told.append(int(job.config))
+        state, info = policy.tell(state, job, policies.make_result(loss, 3))
+    assert int(info.incumbent) == told[2] and float(info.incumbent_value) == 0.3
+    inc = policies.update_incumbent(policies.init_incumbent(jnp.float64), -jnp.inf, 1)
+    assert int(inc.config) == -1 and float(inc.value) == np.inf
+
+
+@pytest.mark.parametrize("name", ["random_search", "gp_ucb", "auto_termination"])
+def test_eager_tell_refuses_a_job_config_beyond_the_table(name):
+    # A job of another table (row 10 of a 5-row policy) became random_search's incumbent, a
+    # row that does not exist, and gp_ucb / auto_termination_bo clipped it to row 4 and
+    # marked that candidate evaluated. An eager tell now names job.config; -1 stays allowed.
+    cand = jnp.linspace(0.0, 1.0, 5)[:, None]
+    policy = {"random_search": lambda: policies.random_search(5, max_budget=3),
+              "gp_ucb": lambda: policies.gp_ucb(cand, max_budget=3, max_evals=5, num_init=2),
+              "auto_termination": lambda: policies.auto_termination_bo(
+                  max_budget=3, max_evals=5, candidates=cand, threshold=0.1, num_init=2)}[name]()
+    state = policy.init(jax.random.key(0))
+    job, state = policy.ask(jax.random.key(1), state)
+    for bad in (5, 10, -2):
+        with pytest.raises(ValueError, match=r"job\.config must be a row of the policy's table, 0\.\.4"):
+            policy.tell(state, job._replace(config=jnp.asarray(bad, jnp.int32)), policies.make_result(0.3, 3))
+    state, info = policy.tell(state, job, policies.make_result(0.3, 3))
+    assert int(info.incumbent) == int(job.config)

@@ -236,10 +236,13 @@ def is_prng_key(x) -> bool:
     return dtype == jnp.uint32 and jnp.shape(x) == (2,)
 
 
-def check_step_args(step: str, args, keyed: bool) -> None:
+def check_step_args(step: str, args, keyed: bool, num_configs: int | None = None) -> None:
     """The arguments a protocol step checks itself: the key of a ``keyed`` step, and the
     per-job numbers of ``tell`` / ``report``, 0-d (a loss of shape (1,) changed the shape of
-    a state's incumbent, or failed inside a step without naming it)."""
+    a state's incumbent, or failed inside a step without naming it); a concrete
+    ``job.config`` of ``tell`` is a row of the policy's table (``num_configs`` rows) or -1
+    (a row beyond the table became random search's incumbent, and was clipped to another
+    candidate by the model-based policies)."""
     if keyed:
         check_key(args[0])
         return
@@ -252,6 +255,12 @@ def check_step_args(step: str, args, keyed: bool) -> None:
     for arg, v in named.items():
         if jnp.ndim(v) != 0:
             raise ValueError(f"{step}(): {arg} must be a scalar (shape ()), got shape {jnp.shape(v)}")
+    config = getattr(args[1], "config", None)
+    if step == "tell" and num_configs is not None and jnp.ndim(config) == 0 and is_concrete(config):
+        c = int(config)
+        if not -1 <= c < num_configs:
+            raise ValueError(f"tell(): job.config must be a row of the policy's table, 0..{num_configs - 1} "
+                             f"(or -1), got {c}")
 
 
 def check_key(key, name: str = "key", batched: bool = False) -> None:

@@ -52,8 +52,8 @@ arguments, puts the static ones in a configuration NamedTuple and calls
 (:class:`Static` hashes it by value, so equal policies are equal and compile once) and
 dispatches between eager calls (compiled steps) and traced ones (the step runs inside the
 caller's program). Every policy tracks its incumbent with :class:`Incumbent` and
-:func:`update_incumbent` (a strict running minimum: a NaN loss never becomes the
-incumbent, ties keep the earlier result); its loss is ``incumbent_value`` everywhere.
+:func:`update_incumbent` (a strict running minimum of the finite losses: ties keep the
+earlier result); its loss is ``incumbent_value`` everywhere.
 """
 
 from __future__ import annotations
@@ -70,9 +70,8 @@ import numpy as np
 from jaxstop._src import checks
 
 __all__ = ["Policy", "Job", "Result", "Info", "make_job", "make_result", "InitFn", "AskFn", "ReportFn", "TellFn",
-           "AskBatchFn", "TellBatchFn", "TellBatchLastFn", "Limits",
-           "Incumbent", "init_incumbent", "improves", "update_incumbent",
-           "Static", "Step", "DefaultParams", "jit_step", "build_policy", "no_params", "renamed_field"]
+           "AskBatchFn", "TellBatchFn", "TellBatchLastFn", "Limits", "Incumbent", "init_incumbent", "improves",
+           "update_incumbent", "Static", "Step", "DefaultParams", "jit_step", "build_policy", "no_params", "renamed_field"]
 
 
 class Job(NamedTuple):
@@ -216,9 +215,8 @@ class Policy(NamedTuple):
         batch_size: Slots of a batch (static int; 0 without the batch form).
         history: Losses per job ``tell_batch`` needs in ``Result.history`` (static int).
         limits: The policy's :class:`Limits` (table rows, most jobs of a study).
-        tell_batch_last: ``tell_batch`` returning only the info after the batch's last
-            active job (:class:`TellBatchLastFn`), or ``None`` (callers then take that row of
-            ``tell_batch``'s infos).
+        tell_batch_last: ``tell_batch`` returning only the info after the batch's last active
+            job (:class:`TellBatchLastFn`), or ``None`` (callers take that row of ``tell_batch``'s).
     """
 
     init: InitFn
@@ -288,13 +286,14 @@ def init_incumbent(dtype, d: int | None = None) -> Incumbent:
 
 
 def improves(inc: Incumbent, value, *, ok=True, replace=False) -> jax.Array:
-    """Whether ``value`` takes over the incumbent: ``ok & (replace | (value < inc.value))``.
+    """Whether ``value`` takes over the incumbent: ``ok & isfinite(value) & (replace | (value < inc.value))``.
 
-    The comparison is strict, so a NaN loss never becomes the incumbent and ties keep
-    the earlier one; ``replace`` (e.g. a result at a higher rung) wins regardless of
-    the loss, ``ok`` masks results out. Returns bool ().
-    """
-    return jnp.asarray(ok) & (jnp.asarray(replace) | (value < inc.value))
+    A NaN or ``+-inf`` loss (a run that diverged; a ``-inf`` would beat every later result)
+    never becomes the incumbent, ties keep the earlier one (strict ``<``); ``replace`` (e.g.
+    a result at a higher rung) wins regardless of the loss, ``ok`` masks results out.
+    Returns bool ()."""
+    value = jnp.asarray(value)
+    return jnp.asarray(ok) & jnp.isfinite(value) & (jnp.asarray(replace) | (value < inc.value))
 
 
 def update_incumbent(inc: Incumbent, value, config, x=None, *, ok=True, replace=False) -> Incumbent:
@@ -307,6 +306,7 @@ def update_incumbent(inc: Incumbent, value, config, x=None, *, ok=True, replace=
         >>> inc = init_incumbent(jnp.float32)
         >>> inc = update_incumbent(inc, jnp.float32(0.5), 3)
         >>> inc = update_incumbent(inc, jnp.float32(jnp.nan), 4)     # NaN never wins
+        >>> inc = update_incumbent(inc, jnp.float32(-jnp.inf), 6)    # nor does -inf
         >>> inc = update_incumbent(inc, jnp.float32(0.5), 5)         # ties keep the earlier
         >>> float(inc.value), int(inc.config)
         (0.5, 3)
@@ -418,21 +418,20 @@ class Step:
     over the protocol) it runs ``eager(static, *args, params)`` if the policy gives one,
     else ``fn`` compiled once per equal configuration (:func:`jit_step`); traced (inside
     ``jit`` / ``vmap`` / ``lax.scan``, e.g. :func:`jaxstop.sim.run`) it runs ``fn`` itself
-    into the caller's program. Steps are equal when their functions and configurations
-    are, so equal policies are equal. ``help(policy.tell)`` shows the protocol's typed
-    signature (:class:`TellFn`, ...) and ``fn``'s docstring.
+    into the caller's program. Steps are equal when their functions and configurations are
+    (equal policies are equal). ``help(policy.tell)`` shows the protocol's typed signature.
     """
 
-    def __init__(self, name, fn, static, defaults, check=None, eager=None):
-        self.name, self.fn, self.static, self.defaults, self.check, self.eager = (
-            name, fn, static, defaults, check, eager)
+    def __init__(self, name, fn, static, defaults, check=None, eager=None, num_configs=None):
+        self.name, self.fn, self.static, self.defaults, self.check, self.eager, self.num_configs = (
+            name, fn, static, defaults, check, eager, num_configs)
         self.nargs = _ARITY[name]
         self.__doc__ = fn.__doc__
         self.__name__ = name
         self.__signature__ = _SIGNATURES[name]
 
     def _key(self):
-        return (self.name, self.fn, self.static, self.defaults, self.check, self.eager)
+        return (self.name, self.fn, self.static, self.defaults, self.check, self.eager, self.num_configs)
 
     def __reduce__(self):  # from its parts: its protocol signature does not pickle
         return Step, self._key()
@@ -459,7 +458,7 @@ class Step:
             *args, params = args
         elif len(args) != self.nargs:
             raise TypeError(f"{self.name}() takes {self.nargs} arguments and optional params, got {len(args)}")
-        checks.check_step_args(self.name, args, self.name in _KEYED)
+        checks.check_step_args(self.name, args, self.name in _KEYED, self.num_configs)
         defaults = self.defaults()
         if params is None:
             params = defaults
@@ -540,7 +539,7 @@ def build_policy(config, *, init, ask, tell, report=None, default_params=no_para
             ``report`` is not called: ``tell_batch`` reads ``Result.history`` instead.
         batch_size: Slots of a batch (required with the batch protocol).
         history: Losses per job ``tell_batch`` reads from ``Result.history``.
-        limits: The policy's :class:`Limits`.
+        limits: The policy's :class:`Limits` (an eager ``tell`` checks ``job.config`` against it).
         tell_batch_last: Optional step function (``tell_batch_last(config, state, jobs,
             results, active, params)``) returning ``tell_batch``'s state and its info at the
             batch's last active job alone; only with ``tell_batch``.
@@ -581,11 +580,13 @@ def build_policy(config, *, init, ask, tell, report=None, default_params=no_para
         history = checks.positive_int(history, "history", minimum=0)
     else:
         batch_size, history = 0, 0
-    step = lambda name, fn: Step(name, fn, static, defaults, check_params, eager.get(name))  # noqa: E731
+    limits = Limits(*limits)
+    step = lambda name, fn: Step(name, fn, static, defaults, check_params, eager.get(name),  # noqa: E731
+                                 limits.num_configs)
     maybe = lambda name, fn: None if fn is None else step(name, fn)  # noqa: E731
     return Policy(step("init", init), step("ask", ask), maybe("report", report), step("tell", tell), defaults,
                   maybe("ask_batch", ask_batch), maybe("tell_batch", tell_batch), batch_size, history,
-                  Limits(*limits), maybe("tell_batch_last", tell_batch_last))
+                  limits, maybe("tell_batch_last", tell_batch_last))
 
 
 def renamed_field(new: str, old: str) -> property:
