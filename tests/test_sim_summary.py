@@ -278,3 +278,22 @@ def test_default_grid_holds_whole_budgets_exactly(num_configs):
     got = np.asarray(s.studies.regret)
     assert np.all(np.isnan(got[:, 0]))
     np.testing.assert_array_equal(got[:, 1:], want)
+
+
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.float64])
+def test_equal_outcomes_have_their_value_as_mean_and_no_standard_error(dtype):
+    # SH ranks config 0 first after one epoch and returns it in every study: all studies have
+    # the final regret 0.3 - 0.2 (a value no float represents exactly). The mean of the equal
+    # values came out a few ulps off and the standard error 2e-9 (float32) instead of 0
+    v = np.array([[0.1, 0.1, 0.3], [0.5, 0.4, 0.2], [0.6, 0.5, 0.25]], dtype)
+    table = sim.CurveTable(jnp.asarray(v))
+    traces = sim.run_many(policies.sh(3, 3, eta=3), table, jax.random.key(0), 100, progress=False)
+    s = sim.summarize(traces, table, budget_grid=np.array([0.0, 3.0, 5.0]))
+    want = v[0, 2] - v[1, 2]      # the same subtraction in the table's dtype
+    np.testing.assert_array_equal(np.asarray(s.studies.final_regret), want)
+    # the final regret, and the incumbent's regret at the grid's end (every study done)
+    for stat, zero in ((s.mean, want), (s.se, 0.0)):
+        assert np.asarray(stat.final_regret) == zero
+        assert np.asarray(stat.incumbent_regret)[-1] == zero
+    # a grid point before any job finished is still NaN in every statistic
+    assert np.isnan(np.asarray(s.mean.regret)[0]) and np.isnan(np.asarray(s.se.regret)[0])

@@ -11,6 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxstop._src import checks as _checks
+from jaxstop._src import numerics as _numerics
 from jaxstop.sim._run import Trace
 from jaxstop.sim._table import CurveTable, check_table, curve_lengths
 
@@ -178,12 +179,19 @@ def _check_same_table(f: dict, table: CurveTable) -> None:
 
 
 def _stats(x, levels, dtype):
-    """Mean, standard error and quantiles over the leading axis of ``x``."""
+    """Mean, standard error and quantiles over the leading axis of ``x``. Equal values (every
+    study returned the same configuration) have their value as mean and a standard error of
+    exactly 0: the rounded mean is corrected once by the mean deviation from it, as in
+    :func:`jaxstop._src.numerics.scaled_variance` (it was a few ulps off, with an error of 1e-9)."""
     x = x.astype(dtype)
     n = x.shape[0]
     mean = jnp.mean(x, axis=0)
+    mean = mean + jnp.mean(x - mean[None], axis=0)
     if n > 1:
-        se = jnp.std(x, axis=0, ddof=1) / jnp.sqrt(jnp.asarray(n, dtype))
+        # over the studies as the last axis; a NaN anywhere makes the column's std NaN
+        last = jnp.moveaxis(x, 0, -1)
+        std, _ = _numerics.masked_std(last, jnp.ones(last.shape, bool), 1)
+        se = std / jnp.sqrt(jnp.asarray(n, dtype))
     else:
         se = jnp.full(mean.shape, jnp.nan, dtype)
     q = jnp.quantile(x, jnp.asarray(levels, dtype), axis=0)
