@@ -333,3 +333,20 @@ def test_eager_tell_refuses_a_job_config_beyond_the_table(name):
             policy.tell(state, job._replace(config=jnp.asarray(bad, jnp.int32)), policies.make_result(0.3, 3))
     state, info = policy.tell(state, job, policies.make_result(0.3, 3))
     assert int(info.incumbent) == int(job.config)
+
+
+def test_gp_ucb_without_initial_points_breaks_the_flat_prior_tie_at_random():
+    # With num_init = 0 the first pick is the LCB's minimiser under the GP prior, which is
+    # flat: every candidate ties. argmin gave row 0 in every study whatever the key. The
+    # tie now goes to a uniform candidate. Oracle: over 40 keys the first picks of 6 rows are
+    # uniform; P(a row is never picked) = (5/6)^40 = 7e-4, P(row 0 in more than 20 of
+    # them) < 1e-6 (binomial tail), so distinct picks >= 4 and row 0's share fail the
+    # old code only.
+    cand = jnp.linspace(0.0, 1.0, 6)[:, None]
+    policy = policies.gp_ucb(cand, max_budget=3, max_evals=6, num_init=0)
+    firsts = []
+    for seed in range(40):
+        job, _ = policy.ask(jax.random.key(seed), policy.init(jax.random.key(1000 + seed)))
+        firsts.append(int(job.config))
+    counts = np.bincount(firsts, minlength=6)
+    assert np.count_nonzero(counts) >= 4 and counts[0] <= 20, counts

@@ -323,7 +323,10 @@ def _select(cfg: BoBosConfig, key, state: BoBosState, z, p_new, finite, params):
     random_pick = jnp.argmax(jnp.where(state.evaluated, -1, u)).astype(jnp.int32)
     usable = post.ok & jnp.all(jnp.isfinite(mu)) & jnp.all(jnp.isfinite(var)) & jnp.isfinite(width)
     model = (state.count >= params.num_init) & usable
-    idx = jnp.where(model, jnp.argmin(lcb).astype(jnp.int32), random_pick)
+    # ties of the lowest LCB (the flat prior before any data, with num_init = 0; duplicate
+    # rows) go to a uniform one of them, not to the first row of every study
+    tied = (lcb <= jnp.min(lcb)) & ~state.evaluated
+    idx = jnp.where(model, jnp.argmax(jnp.where(tied, u, -1)).astype(jnp.int32), random_pick)
     x = cand[idx]
     # sigma_{t-1}([x, n / N]) for n = 1..N, for C2 (the posterior that chose x).
     Xq = jnp.concatenate([jnp.broadcast_to(x, (N, d)), cfg.fid[:, None]], axis=1)

@@ -19,7 +19,8 @@ refits the GP hyperparameters by ML-II (:func:`jaxstop.gp.fit`, at most
 ``gp_fit_steps`` objective evaluations, warm-started from the previous fit; the paper refits every 10 iterations with
 restarts) and picks the unevaluated candidate with the lowest lower confidence
 bound at full training, ``mu([x, 1]) - w_t sigma([x, 1])`` (losses are
-minimised; the paper maximises accuracy with the upper bound). The width
+minimised; the paper maximises accuracy with the upper bound; ties, such as the flat
+prior of a first pick with ``num_init = 0``, go to a uniform one of them). The width
 ``w_t`` is a named choice (``beta=``):
 
 * ``"paper"`` (default): ``w_t = sqrt(beta_scale * beta_t)`` with Theorem 1's
