@@ -192,6 +192,34 @@ def test_a_range_changed_between_trials_covers_every_trials_grid():
     space = search_space(same)
     assert space["n"] == ID(0, 8, step=2) and space["x"] == FD(0.0, 0.8, step=0.1)
 
+
+@pytest.mark.parametrize("conditional", ["x", "x?"])
+def test_a_parameter_named_like_a_presence_column(conditional):
+    """Parameters "x" and "x?" (either one conditional): the layout is read from the trials'
+    presence, not from the labels, so the candidates are valid configurations."""
+    def objective(trial):
+        other = "x?" if conditional == "x" else "x"
+        v = trial.suggest_float(other, 0.0, 1.0)
+        if trial.number % 2:
+            v += trial.suggest_float(conditional, 0.0, 1.0)
+        return v
+
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
+    study.optimize(objective, n_trials=6)
+    i = RegretBoundTerminator(threshold=0.1, min_n_trials=1, candidates=256).inputs(study)
+    cols = i.encoding.columns
+    assert cols == (("x", "x?", "x?") if conditional == "x" else ("x", "x?", "x??"))
+    pos = 0 if conditional == "x" else 1  # the conditional parameter's column; its presence follows
+    c = np.asarray(i.candidates)[:, :3]
+    present = c[:, pos + 1]
+    assert set(present.tolist()) == {0.0, 1.0}                   # both observed patterns drawn
+    assert set(c[present == 0, pos].tolist()) == {0.5}           # absent: the fill value
+    assert len(set(c[present == 1, pos].tolist())) == int((present == 1).sum())  # present: uniform draws
+    always = 2 if conditional == "x" else 0
+    assert len(set(c[:, always].tolist())) == 256               # the other parameter: in every candidate
+    assert RegretBoundTerminator(threshold=0.1, min_n_trials=1, candidates=256).evaluate(study).ok
+
+
 def test_ask_tell_loop_compiles_once_and_carries_the_warm_start():
     study = sgd_first_study(4)
     term = RegretBoundTerminator(**SETTINGS, threshold=1e-9)  # never stops: every trial decides

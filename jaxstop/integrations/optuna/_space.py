@@ -139,6 +139,11 @@ class Encoding(NamedTuple):
     pattern_counts: np.ndarray
 
     @property
+    def conditional(self) -> tuple[bool, ...]:
+        """Per parameter: whether it has a presence column (numeric, absent somewhere)."""
+        return _conditional(self.space, self.patterns)
+
+    @property
     def num_params(self) -> int:
         """Number of hyperparameters (the ``|Gamma|`` of the paper's beta)."""
         return len(self.space)
@@ -360,7 +365,7 @@ class CandidateDraws(NamedTuple):
 
 
 def candidate_draws(rng: np.random.Generator, space: dict[str, BaseDistribution], columns: Sequence[str],
-                    m: int) -> CandidateDraws:
+                    m: int, conditional: Sequence[bool] | None = None) -> CandidateDraws:
     """``m`` random configurations of ``space`` laid out as ``columns`` (an
     :class:`Encoding`'s), before presence patterns are applied.
 
@@ -368,7 +373,9 @@ def candidate_draws(rng: np.random.Generator, space: dict[str, BaseDistribution]
     rounding: to the grid point whose cell holds the value); each categorical takes one
     uniform choice. Drawn once, they serve every later set of presence patterns, so a
     caller that keeps them (the terminator, per layout) pays only :meth:`CandidateDraws.apply`
-    per decision.
+    per decision. ``conditional`` (:attr:`Encoding.conditional`) says which parameters have a
+    presence column; without it, those whose ``"name?"`` is a column (ambiguous only when a
+    parameter is itself named so).
     """
     full, fill, param = [], [], []
     for j, (name, dist) in enumerate(space.items()):
@@ -388,7 +395,7 @@ def candidate_draws(rng: np.random.Generator, space: dict[str, BaseDistribution]
         full.append(u[:, None])
         fill.append(FILL)
         param.append(j)
-        if f"{name}?" in columns:
+        if conditional[j] if conditional is not None else f"{name}?" in columns:
             full.append(np.ones((m, 1)))
             fill.append(0.0)
             param.append(j)
@@ -414,5 +421,5 @@ def sample_candidates(rng: np.random.Generator, enc: Encoding, m: int) -> np.nda
         >>> sorted(set(np.round(c[:, 0], 3).tolist()))          # the centres of 4 cells
         [0.125, 0.375, 0.625, 0.875]
     """
-    draws = candidate_draws(rng, enc.space, enc.columns, m)
+    draws = candidate_draws(rng, enc.space, enc.columns, m, enc.conditional)
     return draws.apply(enc.patterns, enc.pattern_counts)

@@ -408,9 +408,10 @@ class RegretBoundTerminator(PicklableLock):
         trials' presence patterns (:meth:`._space.CandidateDraws.apply`), and reuses the
         array on the device while the patterns' frequencies are unchanged (always, in a
         space without conditional parameters)."""
-        layout = (tuple(enc.space.items()), enc.columns, d_cap, np.dtype(dtype).name)
+        layout = (tuple(enc.space.items()), enc.columns, enc.conditional, d_cap, np.dtype(dtype).name)
         if self._draws is None or self._draws[0] != layout:
-            draws = _space.candidate_draws(np.random.default_rng(self.seed), enc.space, enc.columns, self.candidates)
+            draws = _space.candidate_draws(np.random.default_rng(self.seed), enc.space, enc.columns, self.candidates,
+                                           enc.conditional)
             self._draws, self._cand = (layout, draws), None
         cum = np.cumsum(enc.pattern_counts) / np.sum(enc.pattern_counts)
         which = (enc.patterns.tobytes(), enc.patterns.shape, cum.tobytes())
