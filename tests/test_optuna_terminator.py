@@ -121,7 +121,8 @@ def test_callback_stops_with_the_direct_bound_and_threshold(sampler, direction):
                                   "width", "x")
     np.testing.assert_allclose(np.asarray(i.X)[: len(trials), :10], X, rtol=0, atol=1e-15)  # log rounding
     sign = 1.0 if direction == "minimize" else -1.0
-    np.testing.assert_array_equal(np.asarray(i.y)[: len(trials)], sign * np.array([t.value for t in trials]))
+    np.testing.assert_array_equal(np.asarray(i.y)[: len(trials)],  # shifted by the incumbent's value
+                                  sign * np.array([t.value for t in trials]) - sign * i.best_value)
     assert not np.asarray(i.X)[len(trials):].any() and not np.asarray(i.X)[:, 10:].any()
     # the same program on the same inputs: equal to the last bit
     assert float(direct_bound(i, np.asarray(i.X)).bound.bound) == last.bound
@@ -220,6 +221,35 @@ def test_a_parameter_named_like_a_presence_column(conditional):
     assert RegretBoundTerminator(threshold=0.1, min_n_trials=1, candidates=256).evaluate(study).ok
 
 
+def test_values_and_folds_near_1e8_keep_their_spread_in_float32():
+    """Values 1e8 + v (v in [0, 0.65]) and folds 1e8 + v + f collapse in a float32 cast (its
+    spacing at 1e8 is 8); the terminator shifts them in float64 first, so in float32 the bound
+    equals the bound of v itself and the threshold Eq. (10) of the folds."""
+    f = np.array([0.125, 0.5, 0.875, 0.25, 0.75])
+
+    def study_of(offset):
+        study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
+
+        def objective(trial):
+            v = (trial.suggest_float("x", 0.0, 1.0) - 0.3) ** 2 + 0.05 * trial.suggest_int("k", 1, 3)
+            v = round(v * 2**20) / 2**20  # on float64's grid at 1e8 (2**-26): 1e8 + v - (1e8 + w) is exact
+            report_cross_validation_scores(trial, (offset + v + f).tolist())
+            return offset + v
+
+        study.optimize(objective, n_trials=20)
+        return study
+
+    with jax.enable_x64(False):
+        records = [RegretBoundTerminator(candidates=256, warm_start=False).evaluate(study_of(offset))
+                   for offset in (0.0, 1e8)]
+    plain, shifted = records
+    assert plain.ok and shifted.ok
+    # the shifted values are v - v_best exactly in both studies: the same float32 problem, the
+    # same bound to the last bit
+    assert shifted.bound == plain.bound
+    exact = math.sqrt((1 / 5 + 1 / 4) * np.var(f))  # Eq. (10), ddof=0, in float64
+    np.testing.assert_allclose([plain.threshold, shifted.threshold], exact, rtol=1e-6)  # float32 rounding
+
 def test_ask_tell_loop_compiles_once_and_carries_the_warm_start():
     study = sgd_first_study(4)
     term = RegretBoundTerminator(**SETTINGS, threshold=1e-9)  # never stops: every trial decides
@@ -261,7 +291,7 @@ def test_include_pruned_uses_the_last_intermediate_value():
     rows = sorted(complete + pruned, key=lambda t: t.number)
     assert both.numbers == tuple(t.number for t in rows)
     expect = [t.value if t.state == TrialState.COMPLETE else t.intermediate_values[3] for t in rows]
-    np.testing.assert_array_equal(np.asarray(both.y)[: len(rows)], expect)
+    np.testing.assert_array_equal(np.asarray(both.y)[: len(rows)], np.array(expect) - study.best_value)
     assert both.best_number == study.best_trial.number  # the incumbent is a COMPLETE trial
 
 

@@ -114,7 +114,10 @@ class FitInputs(NamedTuple):
         key: PRNG key, the threefry key with data ``(seed mod 2**32, n)`` (the candidates
             are given, so it only enters the fit's key threading).
         X: Encoded trials, shape (rows, cols): capacities, padded with zeros.
-        y: Values to minimise (``-value`` for a maximised study), shape (rows,).
+        y: Values to minimise (``-value`` for a maximised study) minus the incumbent's, shape
+            (rows,): shifted in float64, so that the cast to JAX's float dtype keeps their
+            differences (float32 resolves ``1e8 + 0.1`` from ``1e8`` only after the shift;
+            the bound is that of the values themselves, as the fit standardises them).
         mask: Real rows, shape (rows,) bool.
         dim_mask: Real columns, shape (cols,) bool.
         candidates: Domain points of the LCB minimum, shape (candidates, cols) (see
@@ -382,7 +385,7 @@ class RegretBoundTerminator(PicklableLock):
         X = np.zeros((n_cap, d_cap))
         X[:n, :d] = enc.X
         yp = np.zeros(n_cap)
-        yp[:n] = y
+        yp[:n] = y - y[best]  # the differences, exact in float64, survive the cast below
         dim_mask = np.arange(d_cap) < d
         init, init_h = self._warm_start(enc.columns, d_cap, dim_mask, dt)
         opts = self.options
@@ -474,7 +477,9 @@ class RegretBoundTerminator(PicklableLock):
             else:  # Eq. (10) of the incumbent's folds, computed again only when they change
                 folds = (tuple(i.folds), self.ddof)
                 if self._threshold is None or self._threshold[0] != folds:
-                    self._threshold = (folds, float(_cv_threshold(np.asarray(i.folds), ddof=self.ddof)))
+                    # centred in float64: the spread of folds near 1e8 survives a float32 cast
+                    centred = np.asarray(i.folds, np.float64) - np.mean(i.folds)
+                    self._threshold = (folds, float(_cv_threshold(centred, ddof=self.ddof)))
                 thr = self._threshold[1]
             bound = float(fb.bound.bound)
             record = TerminatorRecord(
