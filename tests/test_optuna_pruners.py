@@ -157,6 +157,33 @@ def _scaled_study(pruner, scale, inf_trial=None, n_trials=9, inf=math.inf):
     return study
 
 
+
+def test_uq_decisions_do_not_move_with_an_offset_of_the_values():
+    """x64 off (float32): the AlexNet errors plus 1e8 (float32's spacing there is 8, wider than
+    the curves' whole range) decide as the errors themselves: the keep rule depends on
+    differences only (mu, the window std and its change), and they are taken in float64."""
+    grid = np.round(CURVES * 2**20) / 2**20  # on float64's grid at 1e8 (2**-26): the shifts are exact
+
+    def run(offset):
+        pruner = UQSuccessiveHalvingPruner(min_resource=2, reduction_factor=3)
+
+        def objective(trial):
+            c = trial.suggest_int("curve", 0, CURVES.shape[0] - 1)
+            for step, v in enumerate(grid[c]):
+                trial.report(float(offset + v), step)
+                if trial.should_prune():
+                    raise optuna.TrialPruned()
+            return float(offset + grid[c][-1])
+
+        study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=3), pruner=pruner)
+        with jax.enable_x64(False):
+            study.optimize(objective, n_trials=12)
+        return [(d.number, d.rung, d.promoted, d.uq, d.k, d.fallback, d.reason) for d in pruner.decisions]
+
+    plain, offset = run(0.0), run(1e8)
+    assert sum(d[3] for d in plain) >= 5  # the UQ rule decides (not a fallback)
+    assert offset == plain
+
 def test_uq_a_diverged_member_is_the_worst_and_leaves_the_uq_problem():
     # a member whose rung loss is +inf (a run that diverged; -inf in a maximised study) is
     # left out of the UQ problem and not promoted, as the policies' keep rule leaves out
@@ -216,7 +243,20 @@ def test_uq_fallbacks_say_why_and_decide_by_the_plain_rule():
         # Optuna's rule written out: promoted iff at most the max(1, n // eta)-th smallest rung value
         rung_values = [values[m][min(s for s in values[m] if s >= d.step)] for m in d.members]
         assert d.promoted == (rung_values[-1] <= sorted(rung_values)[max(len(rung_values) // 3 - 1, 0)])
-    assert not any(d.uq for d in pruner.decisions)
+    # the keep count takes the values minus the best rung loss (in float64): a member's window of
+    # values up to the rung (11: window 10 and one more for Delta sigma) beyond float32's range
+    # then is the UNREPRESENTABLE fallback, and the UQ rule decides only where all lie within it
+    top = float(np.finfo(np.float32).max)
+    beyond = 0
+    for d in pruner.decisions:
+        if d.fallback in ("", "status"):
+            steps = [min(s for s in values[m] if s >= d.step) for m in d.members]
+            ref = min(values[m][s] for m, s in zip(d.members, steps))
+            window = [values[m][k] - ref for m, s in zip(d.members, steps) for k in range(max(0, s - 10), s + 1)]
+            if max(abs(v) for v in window) > top:
+                beyond += 1
+                assert (d.uq, d.fallback, d.reason) == (False, "status", int(jaxstop.Reason.UNREPRESENTABLE))
+    assert beyond >= 3
     # the same values in float64 are usable: the UQ rule decides (except where a member's
     # constant curve puts its sigma at the absolute floor min_sigma, below the spacing of 1e39)
     pruner = UQSuccessiveHalvingPruner(min_resource=2, reduction_factor=3)

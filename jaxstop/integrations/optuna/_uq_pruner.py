@@ -144,7 +144,10 @@ class UQSuccessiveHalvingPruner(PicklableLock, optuna.pruners.BasePruner):
     keep count is not ``ok`` (``"status"``, with its :class:`jaxstop.Reason`: e.g. a problem
     float32 cannot represent, including finite values beyond its range, such as 1e39,
     which are not cast to inf, and values whose window std overflows it, such as
-    alternating +-3e38: ``UNREPRESENTABLE``). A NaN value at the rung prunes the trial (as
+    alternating +-3e38: ``UNREPRESENTABLE``). The values enter the keep count minus the
+    best finite rung loss, shifted in float64 (the rule depends on differences only), so
+    float32 keeps spreads small against their magnitude (``1e8 + 0.1``); "beyond its
+    range" is said of these differences. A NaN value at the rung prunes the trial (as
     Optuna does), and with at most ``bootstrap_count`` values at the rung every trial is
     pruned (as Optuna's ``bootstrap_count``). The window statistics assume one report
     per step; with sparser reports ``delta_sigma`` is per report.
@@ -291,13 +294,19 @@ class UQSuccessiveHalvingPruner(PicklableLock, optuna.pruners.BasePruner):
             fallback = FALLBACK_FEW_VALUES
         if fallback:
             return record(plain_promotable(losses, self._eta), False, plain_k, fallback)
-        if any(beyond_range(a, float_dtype()).any() for a in [losses[finite]] + live):
-            # finite values beyond the working dtype's range (e.g. 1e39 in float32) would turn
+        # shifted in float64 by the best rung loss, as the keep rule depends on differences only:
+        # the cast to JAX's float dtype then keeps spreads small against the values (1e8 + 0.1)
+        ref = float(np.min(losses[finite]))
+        shifted = losses - ref
+        curves = [sign * c - ref for c in curves]
+        live = [c for c, f in zip(curves, finite) if f]
+        if any(beyond_range(a, float_dtype()).any() for a in [shifted[finite]] + live):
+            # finite differences beyond the working dtype's range (e.g. 1e39 in float32) would turn
             # into inf in the cast: the problem as given cannot be computed in that dtype
             return record(plain_promotable(losses, self._eta), False, plain_k, FALLBACK_STATUS,
                           int(Reason.UNREPRESENTABLE))
         budget = plain_k * (self.rung_step(rung + 1) - step_r)
-        res = self._keep_count(losses, [sign * c for c in curves], budget, finite)
+        res = self._keep_count(shifted, curves, budget, finite)
         if res is None:  # a member's window std (or its change) overflowed the dtype
             return record(plain_promotable(losses, self._eta), False, plain_k, FALLBACK_STATUS,
                           int(Reason.UNREPRESENTABLE))
