@@ -786,3 +786,24 @@ def test_warm_started_fit_reuses_the_cold_fits_program():
     assert compiled["_fit_regret_bound_jit"] == 0 and bool(warm.ok)
     zeros = regret.fit_regret_bound(KEY, X, y, init_inv_hessian=np.zeros_like(cold.inv_hessian), **kw)
     chex.assert_trees_all_equal(zeros, cold)
+
+
+def test_refinement_never_starts_from_padded_rows():
+    """With fewer real points (candidates and real rows of X_eval) than refine_starts, the
+    refinement took padded rows of X_eval as starts: inert, they sit at the origin, and a
+    descent from there found the prior's LCB far from the data (bound 4.0 against 0.38 for the
+    same problem without the padding). The oracle is the compacted problem (padded rows
+    removed); the two are different programs, equal to float64 rounding of a few products of
+    order-1 numbers, so 1e-12."""
+    X, y = np.array([[0.6, 0.7], [0.8, 0.5]]), np.array([2.0, 2.0])
+    Xp = np.concatenate([X, np.full((5, 2), 0.9)])
+    mp = np.arange(7) < 2
+    p = gp.params(1.0, [0.3, 0.3], 1e-3)
+    post, postp = gp.posterior(p, X, y), gp.posterior(p, Xp, np.concatenate([y, np.zeros(5)]), mp)
+    cand = np.array([[0.62, 0.69]])
+    for steps in (1, 2, 5):
+        want = regret.regret_bound(post, X, None, cand, 4.0, refine_steps=steps, refine_starts=8)
+        got = regret.regret_bound(postp, Xp, mp, cand, 4.0, refine_steps=steps, refine_starts=8)
+        assert bool(got.ok)
+        np.testing.assert_allclose(float(got.bound), float(want.bound), rtol=1e-12)
+        np.testing.assert_allclose(np.asarray(got.x_lcb), np.asarray(want.x_lcb), rtol=1e-12, atol=1e-15)

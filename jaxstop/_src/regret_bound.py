@@ -324,6 +324,9 @@ def bound_core(post, X_eval, mask, cand, beta, dim_mask, best, *,
     lcb_min, x_l = grid_min, X_all[i_l]
     if refine_steps > 0:
         idx = smallest(lcb_all, min(refine_starts, lcb_all.shape[0]))
+        # fewer real points than starts: the rest repeat the best start (a padded row, held
+        # at 0 by inert_rows, would start a descent from the origin and move the bound)
+        idx = jnp.where(real[idx], idx, idx[0])
         xr, fr = refine(post, sb, X_all[idx], dim_mask, refine_steps)
         j = jnp.argmin(fr)
         better = fr[j] < grid_min
