@@ -350,3 +350,21 @@ def test_gp_ucb_without_initial_points_breaks_the_flat_prior_tie_at_random():
         firsts.append(int(job.config))
     counts = np.bincount(firsts, minlength=6)
     assert np.count_nonzero(counts) >= 4 and counts[0] <= 20, counts
+
+
+@pytest.mark.parametrize("name", ["sh", "hyperband", "subsampling"])
+def test_halving_draws_the_same_rows_in_and_out_of_x64_mode(name):
+    # A float32 study's configurations are drawn from its key alone: JAX's x64 mode (an
+    # environment setting, JAX_ENABLE_X64) must not change which rows a study trains.
+    rng = np.random.default_rng(3)
+    table = sim.CurveTable(np.sort(rng.uniform(0.2, 1.0, (40, 9)), axis=1)[:, ::-1].astype(np.float32))
+    make = {"sh": lambda: policies.sh(40, 9, num_start=12, dtype=jnp.float32),
+            "hyperband": lambda: policies.hyperband(40, 9, dtype=jnp.float32),
+            "subsampling": lambda: policies.subsampling(40, 9, num_start=12, dtype=jnp.float32)}[name]
+    key = jax.random.key(7)
+    on = sim.run(make(), table, key, record="jobs")
+    with jax.enable_x64(False):
+        off = sim.run(make(), table, key, record="jobs")
+    assert on.jobs.config.dtype == off.jobs.config.dtype == jnp.int32
+    np.testing.assert_array_equal(np.asarray(on.jobs.config), np.asarray(off.jobs.config))
+    np.testing.assert_array_equal(np.asarray(on.incumbent), np.asarray(off.incumbent))

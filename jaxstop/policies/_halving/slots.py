@@ -52,7 +52,8 @@ def sample_rows(key, num_configs: int, k: int, batch: tuple = ()):
         return rows.reshape(batch + (k,))
     if k == 0:
         return jnp.zeros((0,), jnp.int32)
-    pick = jax.random.randint(key, (k,), jnp.arange(k), num_configs)
+    # int32 draws: the default integer is int64 in x64 mode, whose draws differ
+    pick = jax.random.randint(key, (k,), jnp.arange(k, dtype=jnp.int32), num_configs, jnp.int32)
 
     def swap(i, rows):
         a, b = rows[i], rows[pick[i]]
