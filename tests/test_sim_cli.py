@@ -386,3 +386,28 @@ def test_cli_auto_termination_on_a_table_of_fewer_rows_than_its_default_num_init
                     "--max-evals", "3", "--out", str(out), "--no-progress", "--dtype", "float64"]) == 0
     assert sim.cli(["--table", str(path), "--policy", "auto_termination_bo", "--threshold", "0.01", "--runs", "2",
                     "--max-evals", "3", "--num-init", "4", "--out", str(out), "--no-progress"]) == 2
+
+
+def test_cli_reports_how_often_the_termination_criterion_fired(tmp_path, capsys):
+    # "terminated by the policy" also counts auto_termination_bo studies that ended at
+    # --max-evals; the command prints apart the share its regret-bound rule stopped. A
+    # threshold of 0 is never crossed (the bound is >= 0 and the rule is strict), so no study
+    # stops by it although every one terminates; a threshold far above any bound stops each
+    # study once it has --min-iterations evaluations, before --max-evals (7 rows).
+    values, test, mask, _ = ragged(6)
+    configs = np.random.default_rng(6).uniform(size=(NUM, 2))
+    path, out = tmp_path / "t.npz", tmp_path / "o.npz"
+    sim.CurveTable(jnp.asarray(values), jnp.asarray(mask), jnp.asarray(test), jnp.asarray(configs)).save(path)
+    shares = {}
+    for threshold in ("0", "1e9"):
+        assert sim.cli(["--table", str(path), "--policy", "auto_termination_bo", "--threshold", threshold,
+                        "--num-init", "2", "--min-iterations", "3", "--runs", "3", "--out", str(out),
+                        "--no-progress"]) == 0
+        lines = capsys.readouterr().out.splitlines()
+        terminated = next(ln for ln in lines if ln.startswith("terminated by the policy"))
+        assert float(terminated.split()[-5]) == 1.0
+        shares[threshold] = next(ln for ln in lines if ln.startswith("stopped by the regret-bound criterion"))
+    assert shares["0"].endswith(": 0% of runs") and shares["1e9"].endswith(": 100% of runs")
+    # policies without a criterion print no such line
+    assert sim.cli(["--table", str(path), "--policy", "sh", "--runs", "2", "--out", str(out), "--no-progress"]) == 0
+    assert "criterion" not in capsys.readouterr().out

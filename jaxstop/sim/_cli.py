@@ -19,7 +19,7 @@ from jaxstop.sim._many import run_many
 from jaxstop.sim._table import CurveTable, curve_lengths
 from jaxstop.sim._summary import DEFAULT_GRID_POINTS, Summary, summarize
 
-__all__ = ["cli", "build_parser", "POLICIES", "format_summary"]
+__all__ = ["cli", "build_parser", "POLICIES", "format_summary", "criterion_share"]
 
 HALVING = ("sh", "hyperband", "bohb", "subsampling")
 BO = ("bo_bos", "gp_ucb", "auto_termination_bo")
@@ -229,6 +229,18 @@ def format_summary(summary: Summary, has_test: bool) -> str:
     return "\n".join(lines)
 
 
+def criterion_share(traces) -> float | None:
+    """The share of studies whose stopping criterion fired (``infos.criterion`` at an active
+    step: ``auto_termination_bo``'s regret bound below its threshold), or None for a policy
+    without one. "Terminated by the policy" also counts studies that ended at ``max_evals``
+    or ran out of candidates; this is the share the paper's rule decided."""
+    criterion = getattr(traces.infos, "criterion", None)
+    if criterion is None:
+        return None
+    fired = np.any(np.asarray(criterion, bool) & np.asarray(traces.active, bool), axis=-1)
+    return float(np.mean(fired))
+
+
 #: Policy arguments that a flag of another name sets: argument -> option destination.
 _ARGUMENT_FLAGS = {"budget": "total_budget"}
 
@@ -295,5 +307,8 @@ def cli(argv: Sequence[str] | None = None, prog: str | None = "python -m jaxstop
     print(f"{args.policy}{variant} on {where}: {rows} configurations, curves of up to {cols} epochs; "
           f"{args.runs} runs, seed {args.seed}")
     print(format_summary(summary, table.test is not None))
+    share = criterion_share(traces)
+    if share is not None:
+        print(f"stopped by the regret-bound criterion before --max-evals: {100 * share:.4g}% of runs")
     print(f"wrote the summary and traces to {args.out}")
     return 0
