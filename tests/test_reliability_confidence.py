@@ -604,3 +604,19 @@ def test_subnormal_sigma_counts_as_zero(dtype):
     assert p[2] == 0.0
     np.testing.assert_array_equal(np.asarray(confidence.effective_mask(mu, sigma)), [True, True, False])
     assert np.all(np.asarray(confidence.effective_mask(mu, np.array([0.2, 0.5, tiny], dtype))))
+
+
+def test_values_float32_cannot_hold_are_named_as_given():
+    # With JAX's x64 mode off, float64 NumPy input is cast to float32: 1e39 becomes inf and
+    # a sigma of 1e-50 becomes 0. The error named only the cast value ("mu[0] = inf"), as if
+    # the caller had passed inf; it now names the value as given and why it was lost.
+    with jax.enable_x64(False):
+        with pytest.raises(ValueError, match=r"mu\[0\] = inf \(given as 1e\+39 in float64, which float32 cannot"):
+            confidence.keep_count(np.array([1e39, 0.0]), np.array([1.0, 1.0]), 5.0, 0.1)
+        with pytest.raises(ValueError, match=r"given as 1e-50 in float64"):
+            confidence.keep_count(np.array([1.0, 0.0]), np.array([1e-50, 1.0]), 5.0, 0.1)
+        with pytest.raises(ValueError, match=r"mu\[1, 0\] = inf \(given as"):
+            confidence.prob_best_batch(np.array([[0.0, 1.0], [1e39, 0.0]]), np.ones((2, 2)))
+        with pytest.raises(ValueError) as err:  # an inf given as inf gets no such note
+            confidence.keep_count(np.array([np.inf, 0.0]), np.array([1.0, 1.0]), 5.0, 0.1)
+        assert "given as" not in str(err.value)

@@ -47,6 +47,19 @@ def _at(i: int, shape) -> str:
     return str([int(j) for j in np.unravel_index(i, shape)]) if shape is not None else f"[{i}]"
 
 
+def _beyond_range(given, i: int, dtype) -> str:
+    """A note for an error about entry ``i`` when the value as given was finite and the cast
+    to ``dtype`` (float32 unless JAX's x64 mode is on) made it inf or flushed it to 0."""
+    if not is_concrete(given):
+        return ""
+    value = np.asarray(given).ravel()[i]
+    with np.errstate(over="ignore", under="ignore"):
+        if not np.isfinite(value) or np.asarray(value, dtype) == value:
+            return ""
+    return (f" (given as {float(value):.6g} in {np.asarray(given).dtype}, which {np.dtype(dtype).name} cannot hold: "
+            "set jax_enable_x64, or rescale the values)")
+
+
 def prepare(mu, sigma, mask, *, batch_shape=None):
     """Validate (mu, sigma, mask) of one problem; returns float arrays and a bool mask.
 
@@ -63,8 +76,10 @@ def prepare(mu, sigma, mask, *, batch_shape=None):
         dtype = jax.dtypes.canonicalize_dtype(mu.dtype)  # jnp.result_type costs ~5 us
     else:
         dtype = jnp.result_type(mu, sigma, 1.0)
-    mu = mu if mu.dtype == dtype else mu.astype(dtype)
-    sigma = sigma if sigma.dtype == dtype else sigma.astype(dtype)
+    given = {"mu": mu, "sigma": sigma}  # before the cast: a float64 value beyond float32's range becomes inf
+    with np.errstate(over="ignore", under="ignore"):  # such values are named below, where they matter
+        mu = mu if mu.dtype == dtype else mu.astype(dtype)
+        sigma = sigma if sigma.dtype == dtype else sigma.astype(dtype)
     if mask is None:
         mask = np.ones(mu.shape, bool)
     else:
@@ -81,13 +96,15 @@ def prepare(mu, sigma, mask, *, batch_shape=None):
         bad_mu = m & ~np.isfinite(mu_np)
         if bad_mu.any():
             i = first_bad(bad_mu)
-            raise ValueError(f"mu must be finite where mask is True, got mu{_at(i, batch_shape)} = {mu_np[i]}")
+            raise ValueError(f"mu must be finite where mask is True, got mu{_at(i, batch_shape)} = {mu_np[i]}"
+                             + _beyond_range(given["mu"], i, dtype))
         bad_s = m & ~(np.isfinite(s_np) & (s_np >= np.finfo(s_np.dtype).tiny))
         if bad_s.any():
             i = first_bad(bad_s)
             raise ValueError(
                 f"sigma must be positive and finite where mask is True, got sigma{_at(i, batch_shape)} = {s_np[i]} "
                 f"(a subnormal sigma, below {np.finfo(s_np.dtype).tiny:.3g}, counts as 0: the CPU flushes it to 0)"
+                + _beyond_range(given["sigma"], i, dtype)
             )
     return mu, sigma, mask
 
