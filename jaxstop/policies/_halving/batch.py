@@ -17,7 +17,7 @@ import jax.numpy as jnp
 
 from jaxstop._src import numerics
 from jaxstop.policies._halving import profiling as _profiling
-from jaxstop.policies._halving.engine import (Engine, _at, _cond, finish, info, track_incumbent, uq_stats,
+from jaxstop.policies._halving.engine import (Engine, at, cond, finish, info, track_incumbent, uq_stats,
                                               where)
 from jaxstop.policies._halving.state import HalvingInfo, HalvingState
 from jaxstop.policies._base import Job, Result, make_job
@@ -87,7 +87,7 @@ def record_batch(e: Engine, s: HalvingState, jobs: Job, results: Result, active,
     ended = (epoch < budget) | (epoch >= e.max_budget)
     cost = jnp.where(act, epoch - start, 0)
     released = jnp.where(act, s.alloc, 0) - cost
-    level = _at(e.rounds.level, s.round)
+    level = at(e.rounds.level, s.round)
     running = None
     if rows:
         spent = (s.spent + jnp.cumsum(cost)).astype(jnp.int32)
@@ -112,7 +112,7 @@ def record_batch(e: Engine, s: HalvingState, jobs: Job, results: Result, active,
     best = numerics.first_argmin(jnp.where(ok, value, jnp.inf))
     s = track_incumbent(e, s, level, value[best], s.configs[best], ok[best])
     round_over = ~s.done & ~jnp.any(s.pending)
-    last = _at(e.rounds.last, s.round)
+    last = at(e.rounds.last, s.round)
     return s, round_over & ~last, round_over & last, running
 
 
@@ -212,7 +212,7 @@ def _tell(e: Engine, state: HalvingState, jobs: Job, results: Result, active, pa
         s, infos = _tell_profile(e, s, head(jobs), head(results), active[:e.num_profile], params, rows)
         return s, pad(infos)
 
-    return _cond(_profiling.profiling(state.prof), profile, rounds, state)
+    return cond(_profiling.profiling(state.prof), profile, rounds, state)
 
 
 def tell_batch(e: Engine, state: HalvingState, jobs: Job, results: Result, active, params):

@@ -36,9 +36,9 @@ from jaxstop.policies._halving.state import HalvingInfo, HalvingState
 from jaxstop.policies._halving.schedule import RoundTable
 from jaxstop.policies._halving.slots import first, rank_key, record_slot, sample_rows
 
-__all__ = ["Engine", "apply_keep", "ask", "delta_table", "end_bracket", "finish", "info", "init", "keep_inputs",
-           "record", "record_profile", "report", "start_bracket", "tell", "tell_eager", "track_incumbent",
-           "uq_stats", "where"]
+__all__ = ["Engine", "apply_keep", "ask", "at", "cond", "delta_table", "end_bracket", "finish", "info", "init",
+           "keep_inputs", "record", "record_profile", "report", "start_bracket", "tell", "tell_eager",
+           "track_incumbent", "uq_stats", "where"]
 
 
 class Engine(NamedTuple):
@@ -116,12 +116,12 @@ def uq_stats(e: Engine, s: HalvingState, recent, count, params):
     return sigma, delta
 
 
-def _at(arr, g):
+def at(arr, g):
     """Entry ``g`` (a traced round index) of a static per-round column."""
     return jnp.asarray(arr)[g]
 
 
-def _cond(pred, true_fn, false_fn, *operands, gated: bool = True, sparse: bool = False):
+def cond(pred, true_fn, false_fn, *operands, gated: bool = True, sparse: bool = False):
     """A branch that stays one under ``vmap`` (:func:`jaxstop._src.batching.gated_cond`:
     ``true_fn`` runs only at the steps where some study of a batch takes it, and with
     ``sparse`` only for those studies; with ``gated=False`` a ``lax.cond``, a ``select`` of
@@ -136,12 +136,12 @@ def _cond(pred, true_fn, false_fn, *operands, gated: bool = True, sparse: bool =
 
 def start_bracket(e: Engine, s: HalvingState, g) -> HalvingState:
     """Resets the slots for the first round ``g`` of a bracket."""
-    n0 = _at(e.rounds.n0, g)
+    n0 = at(e.rounds.n0, g)
     member = jnp.asarray(np.arange(e.cap, dtype=np.int32)) < n0
     if e.tpe:
         cfg = jnp.full((e.cap,), -1, jnp.int32)
     else:
-        cfg = jnp.where(member, s.order[_at(e.rounds.bracket, g)], -1).astype(jnp.int32)
+        cfg = jnp.where(member, s.order[at(e.rounds.bracket, g)], -1).astype(jnp.int32)
     return s._replace(
         round=jnp.asarray(g, jnp.int32),
         configs=cfg,
@@ -151,7 +151,7 @@ def start_bracket(e: Engine, s: HalvingState, g) -> HalvingState:
         epochs=jnp.zeros((e.cap,), jnp.int32),
         mu=jnp.full((e.cap,), jnp.inf, e.fdtype),
         uq=_uncertainty.init_uq_state(e.cap, e.width, e.fdtype),
-        alloc=(_at(e.rounds.c, g) // n0).astype(jnp.int32),
+        alloc=(at(e.rounds.c, g) // n0).astype(jnp.int32),
         carry=jnp.zeros((), jnp.int32),
         bohb=s.bohb._replace(chosen=jnp.zeros_like(s.bohb.chosen)),
     )
@@ -189,10 +189,10 @@ def record(e: Engine, s: HalvingState, job: Job, result: Result, params):
         s = s._replace(uq=s.uq._replace(sigma=sigma, delta=delta))
     if e.tpe:
         s = s._replace(bohb=_bohb_density.record(
-            s.bohb, active, s.configs[slot], _at(e.rounds.level_idx, s.round), value))
-    s = track_incumbent(e, s, _at(e.rounds.level, s.round), value, s.configs[slot], active)
+            s.bohb, active, s.configs[slot], at(e.rounds.level_idx, s.round), value))
+    s = track_incumbent(e, s, at(e.rounds.level, s.round), value, s.configs[slot], active)
     round_over = ~s.done & ~jnp.any(s.pending)
-    last = _at(e.rounds.last, s.round)
+    last = at(e.rounds.last, s.round)
     return s, round_over & ~last, round_over & last
 
 
@@ -223,15 +223,15 @@ def record_profile(e: Engine, s: HalvingState, job: Job, result: Result, params)
 
 def keep_inputs(e: Engine, s: HalvingState, params):
     """Arguments of keep_count for the decision at the end of the current round."""
-    budget = (_at(e.rounds.c_next, s.round) + s.carry).astype(e.fdtype)
+    budget = (at(e.rounds.c_next, s.round) + s.carry).astype(e.fdtype)
     return _uncertainty.keep_inputs(s.member, s.mu, s.uq, budget, e.fdtype)
 
 
 def apply_keep(e: Engine, s: HalvingState, uq_keep, uq_tau, params):
     """Keeps members (plain count, or the UQ mask), allocates the next round."""
     g = s.round
-    budget = (_at(e.rounds.c_next, g) + s.carry).astype(jnp.int32)
-    plain_keep = s.member & (numerics.stable_ranks(rank_key(s.mu, s.member)) < _at(e.rounds.size_next, g))
+    budget = (at(e.rounds.c_next, g) + s.carry).astype(jnp.int32)
+    plain_keep = s.member & (numerics.stable_ranks(rank_key(s.mu, s.member)) < at(e.rounds.size_next, g))
     if e.uq:
         need = _uncertainty.min_losses(params, delta_table(e, s, params), s.epochs)
         keep, fallback, tau = _uncertainty.keep_mask(s.member, s.mu, s.uq, plain_keep, uq_keep, uq_tau, e.fdtype,
@@ -261,7 +261,7 @@ def apply_keep(e: Engine, s: HalvingState, uq_keep, uq_tau, params):
     # complete members carried into the new rung compete at its level
     done_keep = keep & s.complete
     best = numerics.first_argmin(rank_key(s.mu, done_keep))
-    s = track_incumbent(e, s, _at(e.rounds.level_next, g), s.mu[best], s.configs[best], done_keep[best])
+    s = track_incumbent(e, s, at(e.rounds.level_next, g), s.mu[best], s.configs[best], done_keep[best])
     close = ~jnp.any(s.pending)
     return s, (jnp.sum(keep).astype(jnp.int32), fallback, tau, budget), close
 
@@ -273,13 +273,13 @@ def end_bracket(e: Engine, s: HalvingState) -> HalvingState:
     g = s.round
     members = s.member & s.complete
     best = numerics.first_argmin(rank_key(s.mu, members))
-    s = track_incumbent(e, s, _at(e.rounds.final_level, g), s.mu[best], s.configs[best], members[best])
+    s = track_incumbent(e, s, at(e.rounds.final_level, g), s.mu[best], s.configs[best], members[best])
     s = s._replace(
-        unspent=(s.unspent + s.carry + _at(e.rounds.rest, g)).astype(jnp.int32),
+        unspent=(s.unspent + s.carry + at(e.rounds.rest, g)).astype(jnp.int32),
         carry=jnp.zeros((), jnp.int32),
     )
     # the next bracket starts at its own first round, also when this one ended early
-    following = _at(e.rounds.next_start, g)
+    following = at(e.rounds.next_start, g)
     final = following >= e.num_rounds
     nxt = start_bracket(e, s, jnp.minimum(following, e.num_rounds - 1))
     return jax.tree_util.tree_map(lambda a, b: jnp.where(final, a, b), s._replace(done=jnp.asarray(True)), nxt)
@@ -337,7 +337,7 @@ def ask(e: Engine, key, state: HalvingState, params):
         fresh = (row < 0) & active
         # UQ rounds keep varying numbers, so under vmap the studies propose at different
         # steps: each proposes alone (sparse); plain BOHB's studies propose in step
-        proposed = _cond(
+        proposed = cond(
             fresh,
             lambda: _bohb_density.propose(key, e.cand, state.bohb, params, len(e.rounds.levels), e.samples,
                                           e.per_level),
@@ -424,10 +424,10 @@ def finish(e: Engine, call, s: HalvingState, decided, finished, params, every_ca
     them would otherwise pay the whole batch's decision at nearly every step. Plain SH's
     rounds end at the same step in every study and its decision is cheap: it stays
     vectorised."""
-    s, (kept, fallback, tau, rbudget), empty = _cond(
+    s, (kept, fallback, tau, rbudget), empty = cond(
         decided, lambda s: _decide(e, call, s, params), lambda s: _no_decision(e, s), s,
         sparse=e.uq and not every_call)
-    s = _cond(finished | empty, lambda s: call(end_bracket, s), lambda s: s, s)
+    s = cond(finished | empty, lambda s: call(end_bracket, s), lambda s: s, s)
     return s, info(e, s, decided, kept, fallback, tau, rbudget)
 
 
@@ -439,9 +439,9 @@ def _tell_rounds(e: Engine, call, state: HalvingState, job: Job, result: Result,
 def _tell(e: Engine, call, state: HalvingState, job: Job, result: Result, params):
     if not e.num_profile:
         return _tell_rounds(e, call, state, job, result, params)
-    return _cond(_profiling.profiling(state.prof),
-                 lambda s: call(record_profile, s, job, result, params),
-                 lambda s: _tell_rounds(e, call, s, job, result, params), state)
+    return cond(_profiling.profiling(state.prof),
+                lambda s: call(record_profile, s, job, result, params),
+                lambda s: _tell_rounds(e, call, s, job, result, params), state)
 
 
 def tell(e: Engine, state: HalvingState, job: Job, result: Result, params):
