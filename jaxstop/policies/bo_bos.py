@@ -185,7 +185,7 @@ _PARAM_RULES = {
 }
 
 
-def check_params_values(values: dict) -> None:
+def _check_params_values(values: dict) -> None:
     """Checks the hyperparameters given as Python numbers, naming the first bad one."""
     for name, (lo, hi, lo_open, hi_open) in _PARAM_RULES.items():
         _check_value(name, values[name], lo=lo, hi=hi, lo_open=lo_open, hi_open=hi_open)
@@ -199,7 +199,7 @@ def check_params_values(values: dict) -> None:
         raise ValueError(f"num_init must be an int >= 0, got {n!r}")
 
 
-def check_params(params) -> None:
+def _check_params(params) -> None:
     """Checks concrete params (skipped when any leaf is traced)."""
     if not isinstance(params, BoBosParams):
         raise TypeError(f"params must be a BoBosParams (see policy.default_params()), got {type(params).__name__}")
@@ -210,18 +210,18 @@ def check_params(params) -> None:
         if np.ndim(a) != 0:
             raise ValueError(f"params.{name} must be a scalar, got shape {np.shape(a)}")
     values = {name: np.asarray(a).item() for name, a in zip(BoBosParams._fields, params)}
-    check_params_values(values)
+    _check_params_values(values)
 
 
 
 def _checked_params(cfg, params) -> BoBosParams:
-    """:func:`check_params`, returning the params."""
-    check_params(params)
+    """:func:`_check_params`, returning the params."""
+    _check_params(params)
     return params
 
 
-BETAS = ("paper", "authors")
-INCUMBENTS = ("all", "completed")
+_BETAS = ("paper", "authors")
+_INCUMBENTS = ("all", "completed")
 
 
 def _check_choice(value, name: str, choices: tuple) -> str:
@@ -305,15 +305,15 @@ def _policy(
     num_bins = checks.positive_int(num_bins, "num_bins", 2)
     if mode not in ("corrected", "compat"):
         raise ValueError(f"mode must be 'corrected' or 'compat', got {mode!r}")
-    beta = _check_choice(beta, "beta", BETAS)
-    incumbent = _check_choice(incumbent, "incumbent", INCUMBENTS)
+    beta = _check_choice(beta, "beta", _BETAS)
+    incumbent = _check_choice(incumbent, "incumbent", _INCUMBENTS)
     statistic = bos.resolve_statistic(statistic, mode)
     defaults = dict(defaults)
     if defaults["beta_scale"] is None:  # each width's own: Theorem 1 as stated, the code's kappa_scale
         defaults["beta_scale"] = 1.0 if beta == "paper" else 0.2
     curve_fit_steps = checks.positive_int(curve_fit_steps, "curve_fit_steps")
     gp_fit_steps = checks.positive_int(gp_fit_steps, "gp_fit_steps")
-    check_params_values(defaults)
+    _check_params_values(defaults)
     cfg = _steps.make_config(cand, N=N, max_evals=max_evals, n0=n0, inter=inter, early_stopping=early_stopping,
                              num_paths=num_paths, num_bins=num_bins, mode=mode, curve_fit_steps=curve_fit_steps,
                              gp_fit_steps=gp_fit_steps, defaults=defaults, fdtype=fdtype, beta=beta,
