@@ -30,7 +30,7 @@ import numpy as np
 
 from jaxstop import bos, data, policies, regret, sim
 
-__all__ = ["main"]
+__all__ = ["bos_demo", "halving_demo", "main", "termination_demo"]
 
 _RULE = "   " + "-" * 96
 
@@ -40,6 +40,7 @@ def _float():
 
 
 def termination_demo() -> None:
+    """Part 1: replays the four recorded searches and prints where the regret-bound rule stops each."""
     traces = data.bo_traces()
     dt = _float()
     print("1. STOP THE WHOLE SEARCH: automatic termination (Makarova et al., 2022)")
@@ -85,6 +86,7 @@ def termination_demo() -> None:
 
 
 def halving_demo() -> None:
+    """Part 2: SH against SH+ on the AlexNet curves, 300 simulated searches each; prints their regrets."""
     curves = data.alexnet_curves()
     table = sim.CurveTable(np.where(curves.mask, curves.values, 0.0), curves.mask)
     lengths = curves.mask.sum(axis=1)
@@ -119,6 +121,7 @@ def halving_demo() -> None:
 
 
 def bos_demo() -> None:
+    """Part 3: BOS decisions for the AlexNet runs of at least 50 epochs; prints the epochs saved and the mistakes."""
     curves = data.alexnet_curves()
     horizon, n0 = 50, 8
     long = np.flatnonzero(curves.epochs >= horizon)
@@ -155,6 +158,7 @@ def bos_demo() -> None:
 
 
 def main() -> None:
+    """Runs the three parts in order (``python -m jaxstop.demo``, ``make demo``)."""
     start = time.perf_counter()
     print(f"jaxstop demo on {jax.devices()[0].platform.upper()} ({jax.device_count()} device(s)); "
           "real data shipped with the package\n")
