@@ -1,7 +1,7 @@
 """The state and the per-tell info of the halving family (SH, Hyperband, BOHB).
 
 :class:`HalvingState` is the core every variant uses, with the UQ part
-(:class:`~jaxstop.policies._uncertainty.HalvingUQState`) and the BOHB part
+(:class:`~jaxstop.policies._halving.uncertainty.HalvingUQState`) and the BOHB part
 (:class:`~jaxstop.policies._halving.bohb_density.HalvingBOHBState`) and the profiling part
 (:class:`~jaxstop.policies._halving.profiling.HalvingProfileState`) as sub-states; the
 variants that do not use a part keep it with the shapes noted there. The
