@@ -87,7 +87,8 @@ def _shrunk(sigma, delta):
 
 def _zeta_sorted(mu_s, sigma_s, valid_s, delta_s):
     """``(zeta, unrepresentable)`` for candidates sorted by mu: zeta for k = 1..n, and whether
-    the problem before or after the shrinkage could not be represented (:func:`standardise`)."""
+    the problem before or after the shrinkage could not be represented
+    (:func:`~jaxstop.confidence._standardise.standardise`)."""
     n = mu_s.shape[0]
     sigma_s = checks.inert_rows(sigma_s, valid_s, 1.0)
     both = jnp.stack([sigma_s, _shrunk(sigma_s, delta_s)])
