@@ -4,8 +4,8 @@ Private to :mod:`jaxstop.policies`; the public factories are in ``halving.py`` a
 ``subsampling.py``. One job per file:
 
 * ``schedule``: brackets and rungs (``halving_schedule``) and the per-round table of sizes.
-* ``params``: the numeric hyperparameters (``HalvingParams``) and their defaults.
-* ``state``: the policy state (core fields plus the UQ and BOHB sub-states) and its info.
+* ``params``: the numeric hyperparameters (``HalvingParams``), their defaults and checks.
+* ``state``: the policy state (core fields plus the UQ, BOHB and profiling sub-states) and its info.
 * ``engine``: the rung engine's step functions (start a bracket, record, keep, promote).
 * ``batch``: the batch protocol (a round, or the profiling phase, asked and told at once).
 * ``build``: the policy from a schedule (``halving_policy``).
