@@ -24,7 +24,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from jaxstop import bos
 from jaxstop._src import checks
-from jaxstop.integrations.optuna._pruners import PicklableLock, check_study, float_dtype
+from jaxstop.integrations.optuna._shared import PicklableLock, check_study, float_dtype
 
 __all__ = ["BOSPruner", "BOSTrialRecord"]
 

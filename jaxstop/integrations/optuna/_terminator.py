@@ -40,7 +40,7 @@ from optuna.trial import FrozenTrial, TrialState
 from jaxstop import regret
 from jaxstop._src import checks, gp_fit, gp_priors, termination
 from jaxstop.integrations.optuna import _space
-from jaxstop.integrations.optuna._pruners import PicklableLock, beyond_range
+from jaxstop.integrations.optuna._shared import PicklableLock, beyond_range
 
 __all__ = [
     "CV_SCORES_KEY",

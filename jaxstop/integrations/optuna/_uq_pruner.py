@@ -14,7 +14,8 @@ from optuna.trial import FrozenTrial
 from jaxstop import confidence
 from jaxstop._src import checks
 from jaxstop._src.status import Reason
-from jaxstop.integrations.optuna._pruners import PicklableLock, beyond_range, check_study, first_step_at, float_dtype, values_upto
+from jaxstop.integrations.optuna._shared import (PicklableLock, beyond_range, check_study, first_step_at, float_dtype,
+                                                  values_upto)
 
 __all__ = ["RungDecision", "UQSuccessiveHalvingPruner", "plain_promotable"]
 

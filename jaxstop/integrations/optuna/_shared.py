@@ -1,5 +1,6 @@
-"""What the Optuna pruners share: reading a study and a trial's reported values, and
-pickling an object that holds a lock (:class:`PicklableLock`).
+"""What the Optuna integration's classes share: reading a study and a trial's reported values
+(the pruners), the check of values beyond the dtype's range (the pruners and the terminator),
+and pickling an object that holds a lock (:class:`PicklableLock`, all three).
 
 Optuna's public API (>= 4.0) is used: ``study.directions`` / ``study.direction``,
 ``study.get_trials(deepcopy=False, states=...)``, ``trial.number``,
