@@ -42,8 +42,7 @@ import numpy as np  # noqa: E402
 import optuna  # noqa: E402
 
 from jaxstop.data import alexnet_curves  # noqa: E402
-from jaxstop.integrations.optuna._bos_pruner import BOSPruner  # noqa: E402
-from jaxstop.integrations.optuna._uq_pruner import UQSuccessiveHalvingPruner  # noqa: E402
+from jaxstop.integrations.optuna import BOSPruner, UQSuccessiveHalvingPruner  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
 optuna.logging.set_verbosity(optuna.logging.WARNING)
