@@ -157,7 +157,8 @@ def backward_induction(
             :func:`k1_schedule`), positive.
         k2: Cost of a wrong d2, ``K_2`` (99 in the paper), positive.
         cost: Cost of one more epoch ``c_{d_0}`` (1 in the paper), >= 0.
-        num_bins: Number of bins over [0, 1] (static, >= 2; 99 in the code).
+        num_bins: Number of bins over [0, 1] (static, >= 2; 99: the code's grid
+            ``np.linspace(0, 1, 100)``, Appendix D's "grid size ... 100").
         mode: ``"corrected"`` or ``"compat"``.
         min_count: Sparsity cut (see above).
         xi: ``xi_t`` of Theorem 1 (see :func:`xi`); corrected mode only.

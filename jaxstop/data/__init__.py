@@ -117,7 +117,7 @@ def _load(name: str) -> dict[str, np.ndarray]:
 def bo_traces() -> BOTraces:
     """Four recorded BO runs with 10-fold cross-validation scores.
 
-    From the experiments of Makarova et al. (2022), Section 5: scikit-learn
+    From the experiments of Makarova et al. (2022), Sec. 4.1: scikit-learn
     RandomForest and XGBoost tuned by GP-BO for 200 evaluations on ``nyc-farmads``
     (classification error) and ``nyc-openml34538`` (regression RMSE), seed 0; the two
     datasets whose stopping statistics are closest to the median of the paper's 19.

@@ -35,8 +35,11 @@ at random as in the initial phase.
 
 ``tell``: stores the observation in a buffer of capacity ``max_evals`` (non-finite
 losses are stored but masked out, and in table mode the row still counts as
-evaluated), updates the incumbent (lowest loss; ties: the earlier evaluation), and
-calls the bound of :mod:`jaxstop.regret`: top ``max(min_points, floor(fraction * n))``
+evaluated), updates the incumbent (lowest loss; ties: the earlier evaluation, as in
+the authors' code, ``idxmin`` in ``bin/start_gap_estimation.py``, and Optuna, and as every
+policy here; Algorithm 1, line 9, ``y_t <= y_t^*``, would make the newer one the
+incumbent and give its folds the threshold: :func:`jaxstop.regret.replay`'s
+``ties="last"``), and calls the bound of :mod:`jaxstop.regret`: top ``max(min_points, floor(fraction * n))``
 evaluations, standardised, GP fitted with at most ``fit_steps`` quasi-Newton steps
 warm-started from the previous step's hyperparameters, Eq. (8) with ``beta`` of
 (number of dimensions, ``t``) -- ``t`` = number of evaluations (``beta_t=
@@ -187,7 +190,9 @@ def auto_termination_bo(
         threshold_scale: Multiplier of the CV threshold's standard deviation, >= 0 (1:
             Eq. 9, the paper's ``Ours_0.21``; ``c / 0.21``: the authors' code's ``Ours_c``).
         acquisition: ``"ei"`` (expected improvement) or ``"ucb"`` (lowest LCB).
-        num_init: Random jobs before the GP drives the search, in [1, max_evals].
+        num_init: Random jobs before the GP drives the search, in [1, max_evals] (the
+            paper does not say how its BO starts; 10 is Optuna's ``GPSampler``
+            ``n_startup_trials``).
         min_iterations: No termination by the criterion with fewer evaluations (20:
             Sec. 4.1, "only after the first 20 iterations"), >= 1. A different setting
             from ``min_points``, which sizes the GP's top set.

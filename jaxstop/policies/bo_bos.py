@@ -381,12 +381,13 @@ def bo_bos(
         max_budget: ``N``, the epochs of a full evaluation (static).
         max_evals: Most evaluations (static; sets the GP buffer capacity
             ``max_evals * (len(intermediate_epochs) + 1)``).
-        n0: ``N0``, epochs observed before the BOS solve, ``1 <= n0 < N`` (8 in the paper).
+        n0: ``N0``, epochs observed before the BOS solve, ``1 <= n0 < N`` (8: the
+            paper's experiments with ``N = 50``, Appendix B; it gives none for other ``N``).
         intermediate_epochs: Epochs in ``1..N-1`` whose losses enter the GP;
             default :func:`default_intermediate_epochs`.
         num_paths: Simulated paths per BOS solve (static; 100,000 in the paper).
-        num_bins: Bins of the running-mean statistic (static; 99 as the
-            authors' code).
+        num_bins: Bins of the running-mean statistic (static; 99: the authors'
+            code's grid ``np.linspace(0, 1, 100)``, Appendix D's "grid size ... 100").
         mode: ``"corrected"`` (the paper's BOS rules) or ``"compat"`` (the released
             code's; see :func:`jaxstop.bos.backward_induction`).
         beta: GP-UCB's width, ``"paper"`` (Theorem 1, ``sqrt(beta_t) sigma``) or

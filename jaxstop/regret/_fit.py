@@ -81,8 +81,15 @@ def fit_regret_bound(
         fraction: Fraction of the evaluations in the fit.
         min_points: Minimum number of points in the fit (20: the authors' code and
             Optuna; the paper gives none).
-        beta_t: ``"fitted"`` (t = number of fitted points: Optuna, authors' code) or
-            ``"evaluations"`` (t = number of evaluations: the paper).
+        beta_t: ``"fitted"`` (t = number of fitted points: Optuna,
+            ``improvement/evaluator.py``, and the authors' code, ``src/enhanced_gp.py``,
+            lines 92 and 122) or ``"evaluations"`` (t = number of evaluations: the
+            paper, App. A.2.3). The default is the code's, which computed the paper's
+            Table 3, so that a bare call gives the bound of those two anchors; the
+            paper's reading is the default of :func:`replay` (``convention="paper"``) and of
+            :func:`jaxstop.policies.auto_termination_bo`. The two agree while ``n <=
+            min_points`` and then differ by ``4 scale log(n / n_fit)`` in ``beta``
+            (0.55 at the top half, ``scale = 0.2``).
         options: The other settings; default ``FitOptions()``.
         **deprecated_keywords: Deprecated: the fields of :class:`FitOptions` as keywords
             (``fit_steps=6``), applied on top of ``options`` with a
