@@ -16,6 +16,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import warnings
 
 import jax
 import numpy as np
@@ -658,3 +659,53 @@ def test_uq_falls_back_when_a_members_window_std_overflows():
         # Optuna's rule written out on the rung values (every trial reports every step)
         rung_values = [values[m][d.step] for m in d.members]
         assert d.promoted == (rung_values[-1] <= sorted(rung_values)[max(len(rung_values) // 3 - 1, 0)])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_bos_pruner_warns_of_errors_below_the_curve_gp_noise(monkeypatch, dtype):
+    # Validation errors of about 1% (a good model): the curve GP (noise std 0.03 on the (0, 1)
+    # scale) reads them as noise around 0 and its continuations leave (0, 1) -- every one in
+    # float32 (table EMPTY), all but a few in float64 -- so the pruner never prunes. That was
+    # silent (only records showed it); it now warns once, naming value_range, and records the
+    # share of paths the table rests on. A value_range spanning the values cures it.
+    from jaxstop.integrations.optuna import _bos_pruner
+
+    monkeypatch.setattr(_bos_pruner, "float_dtype", lambda: np.dtype(dtype))  # float32: JAX without x64
+    n0, steps, paths = 8, 20, 1000
+    curve = 0.01 + 0.004 * np.exp(-0.5 * np.arange(steps))
+
+    def objective(trial):
+        c = curve * (1.0 + 0.2 * trial.suggest_float("x", 0.0, 1.0))
+        for step, v in enumerate(c):
+            trial.report(float(v), step)
+            if trial.should_prune():
+                raise optuna.TrialPruned()
+        return float(c[-1])
+
+    def run(value_range):
+        pruner = BOSPruner(n0, max_steps=steps, n_startup_trials=1, num_paths=paths, value_range=value_range)
+        study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=2), pruner=pruner)
+        with warnings.catch_warnings(record=True) as rec:
+            warnings.simplefilter("always")
+            study.optimize(objective, n_trials=3)
+        ours = [w for w in rec if "BOSPruner" in str(w.message)]
+        return pruner, [r for r in pruner.records.values() if r.active], ours
+
+    pruner, active, ours = run((0.0, 1.0))
+    assert len(active) == 2 and len(ours) == 1  # once per pruner, though both tables are bad
+    assert ours[0].category is RuntimeWarning and "value_range=(lo, hi)" in str(ours[0].message)
+    for r in active:
+        # oracle: the share of simulate's paths (solve draws these very paths: same key, rank 12)
+        prefix = r.prefix.astype(dtype)
+        key = jax.random.fold_in(jax.random.key(0), r.number)
+        sim = bos.simulate(key, bos.fit_curve_gp(prefix), prefix, steps, paths, rank=12)
+        share = float(np.mean(np.asarray(sim.valid)))
+        assert abs(r.valid_share - share) <= 0.01  # paths within rounding of 0 may flip
+        # the paths that stay inside (0, 1) are the collapsed posterior: a curve at 0
+        assert np.max(np.asarray(sim.values)[np.asarray(sim.valid)], initial=0.0) < 1e-6
+        if dtype == np.float32:
+            assert (r.ok, r.reason) == (False, int(jaxstop.Reason.EMPTY)) and r.valid_share == 0.0
+    # errors spread over (0, 1): usable tables, no warning
+    pruner, active, ours = run((0.0, 0.05))
+    assert not ours and len(active) == 2
+    assert all(r.ok and r.valid_share >= 0.5 for r in active), active

@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 import numbers
 import threading
+import warnings
 from typing import NamedTuple
 
 import jax
@@ -24,12 +25,17 @@ from optuna.trial import FrozenTrial, TrialState
 
 from jaxstop import bos
 from jaxstop._src import checks
+from jaxstop._src.status import Reason
 from jaxstop.integrations.optuna._shared import PicklableLock, check_study, float_dtype
 
 __all__ = ["BOSPruner", "BOSTrialRecord"]
 
 _INCUMBENTS = ("all", "complete")
 _FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
+# A table whose simulated paths stay inside (0, 1) less often than this is reported (see _report).
+_FEW_VALID = 0.1
+# Noise std of the curve GP (bos.solve's noise_var 1e-3): first errors all below it are warned of.
+_NOISE_STD = math.sqrt(1e-3)
 
 
 class BOSTrialRecord(NamedTuple):
@@ -48,6 +54,8 @@ class BOSTrialRecord(NamedTuple):
         ok: Whether the table is usable (:attr:`jaxstop.bos.DecisionTable.ok`); a table
             that is not ok never prunes.
         reason: Its :class:`jaxstop.Reason` code (0 when not active).
+        valid_share: The share of the simulated paths that stayed inside (0, 1) and so
+            make up the table (NaN when not active); below 0.1 the pruner warns.
     """
 
     number: int
@@ -59,6 +67,7 @@ class BOSTrialRecord(NamedTuple):
     prefix: np.ndarray
     ok: bool
     reason: int
+    valid_share: float = math.nan
 
 
 def _check_range(value_range) -> tuple[float, float]:
@@ -110,6 +119,18 @@ class BOSPruner(PicklableLock, optuna.pruners.BasePruner):
     it is not pruned). A finite value (reported, or the incumbent's) outside ``value_range``
     raises ``ValueError`` naming ``value_range``; a missing step raises ``ValueError`` (the
     GP and the running mean need one value per epoch), and so does a step ``>= max_steps``.
+
+    Small errors. The learning-curve GP of the paper has a fixed noise variance of ``1e-3``
+    (std ``sqrt(1e-3)`` = 0.032) on the (0, 1) scale of ``e``. Where a trial's first ``N0``
+    errors all lie below that std, the GP reads them as noise around a curve at 0: its
+    simulated continuations leave (0, 1) (such paths are dropped, as in the authors' code)
+    and the table is empty (``reason`` ``EMPTY``, usual in float32) or rests on paths near 0
+    that beat any incumbent -- either way the trial is never pruned. The pruner then warns
+    (``RuntimeWarning``, once per pruner), as it does for any table that is not ok or of
+    whose paths fewer than 10% stayed inside (0, 1); ``records`` hold every trial's ``ok``,
+    ``reason`` and ``valid_share``. The remedy is a ``value_range`` that spans just the
+    values the runs report (errors of 0.5%-5% after a first epoch at 20%:
+    ``value_range=(0, 0.25)``), so that ``e`` spreads over (0, 1).
 
     Incumbent. ``incumbent="all"`` (default, as the paper: the best observed value over
     every evaluation) takes the best of the complete trials' values and the pruned
@@ -200,6 +221,7 @@ class BOSPruner(PicklableLock, optuna.pruners.BasePruner):
         self._lock = threading.Lock()
         self._tables: dict[int, bos.DecisionTable] = {}
         self.records: dict[int, BOSTrialRecord] = {}
+        self._warned = False  # of a table that is not ok or rests on few paths (once)
         self._study: tuple | None = None  # (name, id) of the one study it decides for
 
     # ----------------------------------------------------------------------------------
@@ -269,7 +291,7 @@ class BOSPruner(PicklableLock, optuna.pruners.BasePruner):
                 del self._tables[number]
         if t < 1 or best is None:
             nan = float("nan")
-            return BOSTrialRecord(trial.number, False, 0, nan, nan, nan, prefix, True, 0)
+            return BOSTrialRecord(trial.number, False, 0, nan, nan, nan, prefix, True, 0, nan)
         dtype = prefix.dtype
         k1 = np.asarray(bos.k1_schedule(t, self._k1_init, self._k1_gamma), dtype)
         xi = np.asarray(bos.xi(t, self._xi_noise_var, self._xi_delta), dtype)
@@ -279,8 +301,33 @@ class BOSPruner(PicklableLock, optuna.pruners.BasePruner):
                           mode=self._mode, xi=xi)
         with self._lock:
             self._tables[trial.number] = table
-        return BOSTrialRecord(trial.number, True, t, float(k1), float(xi), best, prefix, bool(table.ok),
-                              int(table.reason))
+        record = BOSTrialRecord(trial.number, True, t, float(k1), float(xi), best, prefix, bool(table.ok),
+                                int(table.reason), int(table.num_valid) / self._num_paths)
+        self._report(record)
+        return record
+
+    def _report(self, record: BOSTrialRecord) -> None:
+        """Warns (once per pruner) where BOS cannot judge the trial: its table is not ok, it
+        rests on few paths, or its errors all lie below the curve GP's noise level."""
+        small = float(record.prefix.max()) < _NOISE_STD
+        if record.ok and record.valid_share >= _FEW_VALID and not small:
+            return
+        with self._lock:
+            if getattr(self, "_warned", False):
+                return
+            self._warned = True
+        what = (f"is not usable (reason {Reason(record.reason).name}), so the trial is never pruned"
+                if not record.ok else "cannot tell it from a curve at 0")
+        warnings.warn(
+            f"BOSPruner: the decision table of trial {record.number} {what}: its first {self._n0} "
+            f"errors (in (0, 1) units) lie in [{float(record.prefix.min()):.3g}, {float(record.prefix.max()):.3g}] "
+            f"and {record.valid_share:.1%} of its {self._num_paths} simulated continuations stayed inside "
+            f"(0, 1). The learning-curve GP's noise variance is fixed at 1e-3 (std {_NOISE_STD:.3f}) on "
+            "that scale, so it reads errors below that as noise around 0; pass value_range=(lo, hi) "
+            "spanning just the values the runs report, so that their errors spread over (0, 1). "
+            "BOSPruner.records holds every trial's prefix, ok, reason and valid_share; this warning "
+            "is given once.",
+            RuntimeWarning, stacklevel=2)
 
     def _bind(self, study: optuna.Study) -> None:
         """Ties the pruner to the first study it decides for; ``ValueError`` for another one
