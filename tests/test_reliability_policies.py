@@ -186,6 +186,39 @@ def test_concrete_params_of_other_shapes_are_checked_and_none_profile_completed(
         np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
 
 
+def test_traced_params_complete_a_none_profile_and_refuse_a_batch_axis_without_vmap():
+    """Under jit / vmap the params go through the policy's check too: a HalvingParams built
+    with its five-plus-one fields and no delta_profile (its NamedTuple default, None) vmaps
+    over sim.run (it once raised a structure TypeError there, while an eager run took it),
+    equal to a Python loop of single runs (the same per-study program: bit for bit); and a
+    params leaf with a batch axis inside jit without vmap names the field (it once
+    broadcast per slot when the axis matched the slots, or failed deep inside)."""
+    table = sim.CurveTable(jnp.asarray(error_curves(2)[:9, :8]))
+    policy = policies.sh(9, 8, eta=2, uq=True, delta_estimate="window", dtype=jnp.float32)
+    f = lambda v: jnp.asarray(v, jnp.float32)  # noqa: E731
+    ms = [1e-6, 1e-2, 0.5]
+    batch = policies.HalvingParams(min_sigma=f(ms), delta_sigma=f([np.nan, 0.01, np.nan]), threshold=f([0.9] * 3),
+                                   top_fraction=f([0.15] * 3), random_fraction=f([0.3] * 3),
+                                   min_bandwidth=f([1e-3] * 3))
+    key = jax.random.key(1)
+    tv = jax.vmap(lambda p: sim.run(policy, table, key, params=p, record="jobs"))(batch)
+    for i in range(3):
+        one = sim.run(policy, table, key, params=jax.tree_util.tree_map(lambda a: a[i], batch), record="jobs")
+        for x, y in zip(jax.tree_util.tree_leaves(one), jax.tree_util.tree_leaves(tv)):
+            np.testing.assert_array_equal(np.asarray(x), np.asarray(y)[i])
+    d = policy.default_params()
+    run_jit = jax.jit(lambda p: sim.run(policy, table, key, params=p, record="final"))
+    for width in (9, 2):  # 9: the number of slots of the first rung
+        with pytest.raises(ValueError, match="params.min_sigma must be a scalar.*vmap"):
+            run_jit(d._replace(min_sigma=jnp.full((width,), 1e-3, jnp.float32)))
+    cand = jnp.linspace(0.0, 1.0, 6)[:, None]
+    ucb = policies.gp_ucb(cand, max_budget=4, max_evals=6, num_init=2, gp_fit_steps=2, dtype=jnp.float32)
+    t6 = sim.CurveTable((cand - 0.3) ** 2 + 1.0 / jnp.arange(1, 5)[None, :])
+    d = ucb.default_params()
+    with pytest.raises(ValueError, match="params.kappa must be a scalar"):
+        jax.jit(lambda p: sim.run(ucb, t6, key, params=p, record="final"))(d._replace(kappa=jnp.full((6,), 2.0)))
+
+
 def test_policies_pickle_across_processes(tmp_path):
     """A policy pickled in another process (another hash seed) loads equal to one built here:
     its static configuration's hash is recomputed, so sim.run reuses the compiled program."""

@@ -200,15 +200,18 @@ def _check_params_values(values: dict) -> None:
 
 
 def _check_params(params) -> None:
-    """Checks concrete params (skipped when any leaf is traced)."""
+    """Checks the params' type and shapes, and their values when concrete (the values of
+    traced params are the caller's)."""
     if not isinstance(params, BoBosParams):
         raise TypeError(f"params must be a BoBosParams (see policy.default_params()), got {type(params).__name__}")
+    # shapes are static: checked under jit / vmap too (a batch axis without vmap would broadcast)
+    for name, a in zip(BoBosParams._fields, params):
+        if jnp.ndim(a) != 0:
+            raise ValueError(f"params.{name} must be a scalar, got shape {jnp.shape(a)}; "
+                             "for a batch of params, jax.vmap over sim.run")
     leaves = jax.tree_util.tree_leaves(params)
     if not all(checks.is_concrete(a) for a in leaves):
         return
-    for name, a in zip(BoBosParams._fields, params):
-        if np.ndim(a) != 0:
-            raise ValueError(f"params.{name} must be a scalar, got shape {np.shape(a)}")
     values = {name: np.asarray(a).item() for name, a in zip(BoBosParams._fields, params)}
     _check_params_values(values)
 

@@ -352,16 +352,15 @@ def resolve_params(policy: Policy, params):
     unless it has the structure of ``policy.default_params()`` (the same pytree of the same
     types; under ``vmap`` over params a batch axis on the leaves is fine).
 
-    Concrete params go through the policy's check, as in an eager step (which may also
-    complete them: a ``None`` field the policy documents, such as ``HalvingParams.delta_profile``,
-    becomes its default); traced params (``vmap`` over params, a batch axis) are the
-    caller's to check, as inside any ``jit``."""
+    Params go through the policy's check, as in an eager step (which may also complete
+    them: a ``None`` field the policy documents, such as ``HalvingParams.delta_profile``,
+    becomes its default, under ``jit`` / ``vmap`` too); the values of traced params (``vmap``
+    over params, a batch axis) are the caller's to check, as inside any ``jit``."""
     defaults = policy.default_params()
     if params is None or params is defaults:  # the policy's own defaults need no check
         return defaults
     check = getattr(policy.init, "check", None)
-    concrete = all(_checks.is_concrete(a) for a in jax.tree_util.tree_leaves(params))
-    if check is not None and concrete and type(params) is type(defaults):
+    if check is not None and type(params) is type(defaults):
         params = check(policy.init.static.value, params)
         checked = True
     else:
@@ -371,7 +370,7 @@ def resolve_params(policy: Policy, params):
         raise TypeError(f"params must have the structure of policy.default_params() "
                         f"({type(defaults).__name__}: {want}), got {type(params).__name__}: {got}; "
                         "build them with policy.default_params()._replace(...)")
-    if check is not None and concrete and not checked:
+    if check is not None and not checked:
         params = check(policy.init.static.value, params)
     return params
 

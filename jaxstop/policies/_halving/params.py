@@ -63,16 +63,22 @@ def default_params(fdtype, max_budget: int) -> HalvingParams:
 
 
 def check_params(config, params):
-    """Checks the shape of ``params.delta_profile`` against the policy's ``max_budget``
-    (``config`` has ``max_budget``) and their type; runs eagerly on every call that passes
-    params."""
+    """Checks the params' type and shapes (the scalars, ``params.delta_profile`` against the
+    policy's ``max_budget``; ``config`` has ``max_budget``), and their values when concrete;
+    runs eagerly on every call that passes params."""
     if not isinstance(params, HalvingParams):
         raise TypeError(f"params must be a HalvingParams (see policy.default_params()), got {type(params).__name__}")
     if params.delta_profile is not None:
         shape = jnp.shape(params.delta_profile)
         if shape != (config.max_budget,):
+            batch = "; for a batch of params, jax.vmap over sim.run" if shape[1:] == (config.max_budget,) else ""
             raise ValueError(f"params.delta_profile must have shape (max_budget,) = ({config.max_budget},), "
-                             f"got {shape}")
+                             f"got {shape}{batch}")
+    # shapes are static: checked under jit / vmap too (a batch axis without vmap would broadcast)
+    for name in ("min_sigma", "delta_sigma", "threshold", "top_fraction", "random_fraction", "min_bandwidth"):
+        if jnp.ndim(getattr(params, name)) != 0:
+            raise ValueError(f"params.{name} must be a scalar, got shape {jnp.shape(getattr(params, name))}; "
+                             "for a batch of params, jax.vmap over sim.run")
     if all(_checks.is_concrete(a) for a in jax.tree_util.tree_leaves(params)):
         _check_values(params)
     if params.delta_profile is None:  # counts as all NaN (not given): the defaults' structure
@@ -83,12 +89,9 @@ def check_params(config, params):
 
 def _check_values(params: HalvingParams) -> None:
     """``ValueError`` naming the field for a concrete value outside its range (inside ``jit``
-    the values are the caller's): ``min_sigma`` and ``min_bandwidth`` > 0, ``threshold``,
-    ``top_fraction`` and ``random_fraction`` in [0, 1] (``top_fraction`` > 0), and
+    the values are the caller's; :func:`check_params` checks the shapes): ``min_sigma`` and
+    ``min_bandwidth`` > 0, ``threshold``, ``top_fraction`` and ``random_fraction`` in [0, 1] (``top_fraction`` > 0), and
     ``delta_sigma`` and the entries of ``delta_profile`` finite or NaN (not given)."""
-    for name in ("min_sigma", "delta_sigma", "threshold", "top_fraction", "random_fraction", "min_bandwidth"):
-        if jnp.ndim(getattr(params, name)) != 0:
-            raise ValueError(f"params.{name} must be a scalar, got shape {jnp.shape(getattr(params, name))}")
     _checks.nonneg_float(params.min_sigma, "params.min_sigma", positive=True)
     _checks.nonneg_float(params.min_bandwidth, "params.min_bandwidth", positive=True)
     _checks.nonneg_float(params.threshold, "params.threshold", high=1.0)
