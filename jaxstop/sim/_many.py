@@ -245,7 +245,8 @@ def run_many(
     ``jax.distributed.initialize``.
 
     Args:
-        policy, table, params, max_jobs, batched, record: As in :func:`run`.
+        policy, table, params, max_jobs, batched, record: As in :func:`run` (``params``
+            shared by every run: for a sweep over params, ``jax.vmap`` :func:`run` over them).
         key: PRNG key of the whole study.
         num_runs: Number of runs.
         chunk_size: Runs per chunk (a multiple of the number of devices); default

@@ -440,7 +440,8 @@ def run_batch(
     number of keys must be a multiple of the number of devices.
 
     Args:
-        policy, table, params, max_jobs, batched, record: As in :func:`run` (``params`` shared).
+        policy, table, params, max_jobs, batched, record: As in :func:`run` (``params`` shared
+            by every run: for a sweep over params, ``jax.vmap`` :func:`run` over them).
         keys: PRNG keys, shape (num_runs,).
         devices: Devices to use; default ``jax.devices()``.
 
