@@ -71,7 +71,8 @@ from jaxstop._src import checks
 
 __all__ = ["Policy", "Job", "Result", "Info", "make_job", "make_result", "InitFn", "AskFn", "ReportFn", "TellFn",
            "AskBatchFn", "TellBatchFn", "TellBatchLastFn", "Limits", "Incumbent", "init_incumbent", "improves",
-           "update_incumbent", "Static", "Step", "DefaultParams", "jit_step", "build_policy", "no_params", "renamed_field"]
+           "update_incumbent", "Static", "Step", "DefaultParams", "jit_step", "build_policy", "no_params",
+           "renamed_field"]
 
 
 class Job(NamedTuple):
@@ -288,10 +289,9 @@ def init_incumbent(dtype, d: int | None = None) -> Incumbent:
 def improves(inc: Incumbent, value, *, ok=True, replace=False) -> jax.Array:
     """Whether ``value`` takes over the incumbent: ``ok & isfinite(value) & (replace | (value < inc.value))``.
 
-    A NaN or ``+-inf`` loss (a run that diverged; a ``-inf`` would beat every later result)
-    never becomes the incumbent, ties keep the earlier one (strict ``<``); ``replace`` (e.g.
-    a result at a higher rung) wins regardless of the loss, ``ok`` masks results out.
-    Returns bool ()."""
+    A NaN or ``+-inf`` loss (a run that diverged; a ``-inf`` would beat every later result) never
+    becomes the incumbent, ties keep the earlier one (strict ``<``); ``replace`` (e.g. a result at
+    a higher rung) wins regardless of the loss, ``ok`` masks results out. Returns bool ()."""
     value = jnp.asarray(value)
     return jnp.asarray(ok) & jnp.isfinite(value) & (jnp.asarray(replace) | (value < inc.value))
 
