@@ -260,6 +260,19 @@ def inverse_power_of_two(scale):
     return jnp.ldexp(jnp.ones((), scale.dtype), -e)
 
 
+def corrected_mean(vals, ok):
+    """The mean over the last axis of the entries ``ok`` marks (0 where none), its rounding
+    corrected once by the mean deviation from it: equal values then have their own value as
+    mean and deviate from it by exactly 0 (the rounded mean is within an ulp of them, and
+    their deviations from it are exact). An infinite mean stays as it is (its correction,
+    ``inf - inf``, is NaN)."""
+    zero = jnp.zeros((), vals.dtype)
+    num = jnp.maximum(jnp.sum(ok, axis=-1), 1).astype(vals.dtype)
+    mean = jnp.sum(jnp.where(ok, vals, zero), axis=-1) / num
+    correction = jnp.sum(jnp.where(ok, vals - mean[..., None], zero), axis=-1) / num
+    return jnp.where(jnp.isinf(mean), mean, mean + correction)
+
+
 def scaled_variance(vals, ok, ddof: int):
     """``(v, inv, count)`` over the last axis of the entries ``ok`` marks: their variance
     (``ddof`` delta degrees of freedom; 0 where ``count <= ddof``) computed on the values
@@ -273,11 +286,7 @@ def scaled_variance(vals, ok, ddof: int):
     inv = inverse_power_of_two(jnp.max(jnp.abs(vals), axis=-1))
     vals = vals * inv[..., None]
     cnt = jnp.sum(ok, axis=-1)
-    num = jnp.maximum(cnt, 1).astype(vals.dtype)
-    mean = jnp.sum(vals, axis=-1) / num
-    # one correction of the rounded mean by the mean deviation from it: equal values then
-    # deviate by exactly 0 (their rounded mean is within an ulp, the deviations are exact)
-    mean = mean + jnp.sum(jnp.where(ok, vals - mean[..., None], zero), axis=-1) / num
+    mean = corrected_mean(vals, ok)
     dev = jnp.where(ok, vals - mean[..., None], zero)
     var = jnp.sum(dev * dev, axis=-1) / jnp.maximum(cnt - ddof, 1).astype(vals.dtype)
     return jnp.where(cnt > ddof, var, zero), inv, cnt

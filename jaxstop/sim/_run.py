@@ -361,17 +361,13 @@ def resolve_params(policy: Policy, params):
         return defaults
     check = getattr(policy.init, "check", None)
     if check is not None and type(params) is type(defaults):
+        # before the structure test: the check may complete the params (a documented None field)
         params = check(policy.init.static.value, params)
-        checked = True
-    else:
-        checked = False
     want, got = jax.tree_util.tree_structure(defaults), jax.tree_util.tree_structure(params)
     if want != got:
         raise TypeError(f"params must have the structure of policy.default_params() "
                         f"({type(defaults).__name__}: {want}), got {type(params).__name__}: {got}; "
                         "build them with policy.default_params()._replace(...)")
-    if check is not None and not checked:
-        params = check(policy.init.static.value, params)
     return params
 
 

@@ -181,16 +181,16 @@ def _check_same_table(f: dict, table: CurveTable) -> None:
 def _stats(x, levels, dtype):
     """Mean, standard error and quantiles over the leading axis of ``x``. Equal values (every
     study returned the same configuration) have their value as mean and a standard error of
-    exactly 0: the rounded mean is corrected once by the mean deviation from it, as in
-    :func:`jaxstop._src.numerics.scaled_variance` (it was a few ulps off, with an error of 1e-9)."""
+    exactly 0 (:func:`jaxstop._src.numerics.corrected_mean`; the plain mean was a few ulps off,
+    with an error of 1e-9)."""
     x = x.astype(dtype)
     n = x.shape[0]
-    mean = jnp.mean(x, axis=0)
-    mean = mean + jnp.mean(x - mean[None], axis=0)
+    # over the studies as the last axis; a NaN anywhere makes the column's mean and std NaN
+    last = jnp.moveaxis(x, 0, -1)
+    every = jnp.ones(last.shape, bool)
+    mean = _numerics.corrected_mean(last, every)
     if n > 1:
-        # over the studies as the last axis; a NaN anywhere makes the column's std NaN
-        last = jnp.moveaxis(x, 0, -1)
-        std, _ = _numerics.masked_std(last, jnp.ones(last.shape, bool), 1)
+        std, _ = _numerics.masked_std(last, every, 1)
         se = std / jnp.sqrt(jnp.asarray(n, dtype))
     else:
         se = jnp.full(mean.shape, jnp.nan, dtype)

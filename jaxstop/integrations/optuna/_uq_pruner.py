@@ -285,8 +285,7 @@ class UQSuccessiveHalvingPruner(PicklableLock, optuna.pruners.BasePruner):
         # a member whose rung loss is +inf (a run that diverged) is the worst of the rung: it
         # leaves the UQ problem and is not kept, as in the policies' keep rule
         finite = np.isfinite(losses)
-        live = [c for c, f in zip(curves, finite) if f]
-        counts = [int(np.sum(np.isfinite(c))) for c in live]
+        counts = [int(np.sum(np.isfinite(c))) for c, f in zip(curves, finite) if f]
         fallback = FALLBACK_NONE
         # a -inf rung loss is better than every finite one: the rule cannot weigh it
         if np.any(losses == -np.inf) or not np.any(finite):
