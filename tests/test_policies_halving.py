@@ -431,15 +431,15 @@ def bohb_proposals(configs, values, rounds, i, uq):
                 chosen[:] = False  # a new bracket
             u = np.asarray(jax.random.uniform(keys[j], (N + 1,), jnp.float64, minval=np.finfo(float).tiny))
             lv, loss = recs[:, 1].astype(int), recs[:, 2]
-            counts = np.array([np.sum((lv == k) & np.isfinite(loss)) for k in range(len(levels))])
+            counts = np.array([np.sum(lv == k) for k in range(len(levels))])
             usable = counts - np.maximum(n_min, np.floor(gamma * counts)) >= n_min
             if not usable.any() or u[N] < float(params.random_fraction):
                 key = np.where(chosen, -np.inf, -np.log(-np.log(u[:N])))
                 row = assert_pick_robust(key, np.where(chosen, 0.0, 8 * U * (1 + np.abs(key))), "max",
                                          f"BOHB's uniform draw at job {j}")
             else:
-                at = np.flatnonzero((lv == np.flatnonzero(usable).max()) & np.isfinite(loss))
-                at = at[np.argsort(loss[at], kind="stable")]
+                at = np.flatnonzero(lv == np.flatnonzero(usable).max())  # a non-finite loss counts as inf
+                at = at[np.argsort(np.where(np.isfinite(loss[at]), loss[at], np.inf), kind="stable")]
                 n_good = max(n_min, int(np.floor(gamma * len(at))))
                 n_bad = max(n_min, int(np.floor((1 - gamma) * len(at))))
                 data = cand[recs[at, 0].astype(int)]

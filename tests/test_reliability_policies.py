@@ -401,3 +401,55 @@ def test_halving_draws_the_same_rows_in_and_out_of_x64_mode(name):
     assert on.jobs.config.dtype == off.jobs.config.dtype == jnp.int32
     np.testing.assert_array_equal(np.asarray(on.jobs.config), np.asarray(off.jobs.config))
     np.testing.assert_array_equal(np.asarray(on.incumbent), np.asarray(off.incumbent))
+
+
+def _np_log_kde(x, data, min_bw):
+    """log of the mean product-Gaussian density of ``data`` at ``x`` (float64), bandwidths
+    max(1.06 std n^(-1/(d+4)), min_bw) with the population std (statsmodels' normal_reference)."""
+    n, d = data.shape
+    bw = np.maximum(1.06 * data.std(axis=0) * n ** (-1 / (d + 4)), min_bw)
+    s = np.sum(-0.5 * ((x[:, None, :] - data[None]) / bw) ** 2 - np.log(bw), axis=-1)
+    return np.log(np.mean(np.exp(s - s.max(1, keepdims=True)), axis=1)) + s.max(1)
+
+
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.float64])
+def test_bohb_counts_a_diverged_run_among_the_bad_results(dtype):
+    # 21 rows on [0, 1]; every row's result at the one rung budget: x <= 0.5 gives a finite
+    # loss (two minima, at 0 and 0.5), x > 0.5 diverges (NaN, and +inf, -inf). BOHB's model
+    # dropped the non-finite results: g was fitted on the mediocre rows of [0.05, 0.45] only,
+    # l (rows 0 and 0.5, a wide bandwidth) over g grew into the tails and the model proposed
+    # x = 1, a diverged row. HpBandSter's bohb config generator (new_result) counts a
+    # non-finite loss as +inf among the bad results. Oracle: a literal NumPy transcription of
+    # its split (stable argsort of the losses with non-finite -> inf; the best max(d + 1,
+    # floor(0.15 n)) good, the next max(d + 1, floor(0.85 n)) bad) and of the KDE ratio.
+    from jaxstop.policies._halving import bohb_density
+    from jaxstop.policies._halving.params import default_params
+
+    x = np.linspace(0.0, 1.0, 21)
+    loss = np.where(x <= 0.5, np.minimum(x, 0.51 - x), np.nan)
+    loss[-3:] = [np.inf, -np.inf, np.nan]
+    n, m = 21, 24
+    st = bohb_density.init_bohb_state(n, m, dtype)
+    st = st._replace(rec_config=st.rec_config.at[:n].set(jnp.arange(n, dtype=jnp.int32)),
+                     rec_level=st.rec_level.at[:n].set(0), rec_loss=st.rec_loss.at[:n].set(jnp.asarray(loss, dtype)),
+                     rec_count=jnp.asarray(n, jnp.int32))
+    cand = jnp.asarray(x[:, None], dtype)
+    params = default_params(dtype, 9)._replace(random_fraction=jnp.asarray(0.0, dtype))
+    # the transcription (d = 1: n_min = 2; n_good = 3, n_bad = 17 of 21: the last diverged one is left out)
+    idx = np.argsort(np.where(np.isfinite(loss), loss, np.inf), kind="stable")
+    n_good, n_bad = max(2, (15 * n) // 100), max(2, (85 * n) // 100)
+    want_good, want_bad = idx[:n_good], idx[n_good:n_good + n_bad]
+    usable, data, good, bad = bohb_density.split(cand, st, params, 1, m)
+    rows_of = lambda mask: np.round(np.asarray(data)[np.asarray(mask), 0] * 20).astype(int).tolist()  # noqa: E731
+    assert bool(usable)
+    assert rows_of(good) == want_good.tolist() and rows_of(bad) == want_bad.tolist()
+    assert not np.isin(want_good, np.flatnonzero(x > 0.5)).any()
+    assert np.isin(np.flatnonzero(x > 0.5)[:-1], want_bad).all()
+    # the model-based proposal over every row: argmax of log l - log g, decided by more than
+    # float32 rounding (the ratio's logs are O(10): a few 1e-6 of reach against the gap)
+    score = _np_log_kde(x[:, None], x[want_good, None], 1e-3) - _np_log_kde(x[:, None], x[want_bad, None], 1e-3)
+    top2 = np.sort(score)[-2:]
+    assert top2[1] - top2[0] > 1e-2
+    for seed in range(3):
+        row = int(bohb_density.propose(jax.random.key(seed), cand, st, params, 1, n, m))
+        assert row == int(np.argmax(score)) and x[row] <= 0.5

@@ -120,7 +120,9 @@ proposals, and all of them until a model exists, are uniform. The model is BOHB'
 (Falkner et al., 2018) TPE: the results at the largest rung budget with enough of
 them are split into the best ``max(d + 1, floor(top_fraction * n))``
 (``top_fraction`` = 0.15) and the next ``max(d + 1, floor((1 - top_fraction) n))``;
-a model exists when both parts hold at least ``d + 1`` results. Each part gets a
+a model exists when both parts hold at least ``d + 1`` results. A loss that is not
+finite (a diverged run's NaN, +-inf) counts as +inf, after every finite one, as in
+HpBandSter's BOHB: the run is among the bad results and its region is avoided. Each part gets a
 product-Gaussian KDE ``l`` (good) and ``g`` (bad) with normal-reference bandwidths
 ``max(1.06 std n^(-1/(d+4)), min_bandwidth)``. A model-based proposal scores
 ``num_samples`` (64) rows drawn uniformly without replacement from the rows not

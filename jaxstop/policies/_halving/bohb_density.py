@@ -17,7 +17,7 @@ from jax import lax
 
 from jaxstop.policies._halving.slots import rank_key
 
-__all__ = ["HalvingBOHBState", "init_bohb_state", "propose", "record"]
+__all__ = ["HalvingBOHBState", "init_bohb_state", "propose", "record", "split"]
 
 
 class HalvingBOHBState(NamedTuple):
@@ -90,35 +90,55 @@ def _bandwidth(data, weight, params):
     return jnp.maximum(bw, params.min_bandwidth.astype(data.dtype))
 
 
-def propose(key, cand, state: HalvingBOHBState, params, num_levels: int, num_samples: int, per_level: int):
-    """One BOHB proposal: a table row not yet in the bracket (see the module docstring)."""
+def split(cand, state: HalvingBOHBState, params, num_levels: int, per_level: int):
+    """BOHB's good / bad split of the results at the largest rung budget with enough of
+    them. Returns ``(usable, data, good, bad)``: whether any budget has enough results for
+    a model, the (per_level, d) candidate rows of that budget's results best first, and
+    the masks of the good and of the bad ones among them.
+
+    A result whose loss is not finite (NaN from a diverged run, +-inf) counts as a loss
+    of +inf: it is among the bad results, after every finite one, as in HpBandSter's
+    ``bohb`` config generator (``config_generators/bohb.py``, ``new_result``: ``loss =
+    job.result["loss"] if np.isfinite(job.result["loss"]) else np.inf``, "count them as
+    bad configurations"), so the model learns to avoid the region of diverged runs.
+    """
     fdtype = cand.dtype
     n_rows, d = cand.shape
-    u = jax.random.uniform(key, (n_rows + 1,), fdtype, minval=jnp.finfo(fdtype).tiny)
-    avail = ~state.chosen
-    gumbel = jnp.where(avail, -jnp.log(-jnp.log(u[:n_rows])), -jnp.inf)
-    rows = lax.top_k(gumbel, num_samples)[1]  # uniform, distinct; rows[0] is a uniform row
-    # the model: good / bad split of the results at the largest budget with enough of them
     m = state.rec_config.shape[0]
-    valid = (jnp.arange(m) < state.rec_count) & jnp.isfinite(state.rec_loss)
+    recorded = jnp.arange(m) < state.rec_count
+    # not finite -> the largest float: after every finite loss, before the +inf of the
+    # results not at the level (a finite loss of exactly finfo.max ties with them)
+    loss = jnp.where(jnp.isfinite(state.rec_loss), state.rec_loss, jnp.finfo(fdtype).max)
     n_min = d + 1
     gamma = params.top_fraction.astype(fdtype)
-    counts = jnp.sum(valid[None, :] & (state.rec_level[None, :] == jnp.arange(num_levels)[:, None]), axis=1)
+    counts = jnp.sum(recorded[None, :] & (state.rec_level[None, :] == jnp.arange(num_levels)[:, None]), axis=1)
     usable = (counts - jnp.maximum(n_min, jnp.floor(gamma * counts).astype(jnp.int32))) >= n_min
     level = (num_levels - 1 - jnp.argmax(usable[::-1])).astype(jnp.int32)
-    at = valid & (state.rec_level == level)
+    at = recorded & (state.rec_level == level)
     n = jnp.sum(at)
     n_good = jnp.maximum(n_min, jnp.floor(gamma * n).astype(jnp.int32))
     n_bad = jnp.maximum(n_min, jnp.floor((1 - gamma) * n).astype(jnp.int32))
-    # the (at most per_level) results at that level, best first
-    order = lax.top_k(-rank_key(state.rec_loss, at), per_level)[1]
+    # the (at most per_level) results at that level, best first (ties: recorded first)
+    order = lax.top_k(-jnp.where(at, loss, jnp.inf), per_level)[1]
     rank = jnp.arange(per_level)
     good = (rank < n) & (rank < n_good)
     bad = (rank < n) & (rank >= n_good) & (rank < n_good + n_bad)
     data = cand[jnp.clip(state.rec_config[order], 0, n_rows - 1)]
+    return jnp.any(usable), data, good, bad
+
+
+def propose(key, cand, state: HalvingBOHBState, params, num_levels: int, num_samples: int, per_level: int):
+    """One BOHB proposal: a table row not yet in the bracket (see the module docstring)."""
+    fdtype = cand.dtype
+    n_rows = cand.shape[0]
+    u = jax.random.uniform(key, (n_rows + 1,), fdtype, minval=jnp.finfo(fdtype).tiny)
+    avail = ~state.chosen
+    gumbel = jnp.where(avail, -jnp.log(-jnp.log(u[:n_rows])), -jnp.inf)
+    rows = lax.top_k(gumbel, num_samples)[1]  # uniform, distinct; rows[0] is a uniform row
+    usable, data, good, bad = split(cand, state, params, num_levels, per_level)
     x = cand[rows]
     score = _log_kde(x, data, good, _bandwidth(data, good, params)) - _log_kde(x, data, bad, _bandwidth(data, bad, params))
     score = jnp.where(avail[rows], score, -jnp.inf)
     model_row = rows[jnp.argmax(score)]
-    use_random = ~jnp.any(usable) | (u[n_rows] < params.random_fraction.astype(fdtype))
+    use_random = ~usable | (u[n_rows] < params.random_fraction.astype(fdtype))
     return jnp.where(use_random, rows[0], model_row).astype(jnp.int32)
