@@ -121,6 +121,35 @@ def test_csv_labels_may_begin_with_a_hash(tmp_path):
     np.testing.assert_array_equal(np.asarray(table.values), [[0.1, 0.05], [0.5, np.nan]])
 
 
+@pytest.mark.parametrize("ids", [
+    [250, 3, 17], [4, 0, 2, 1, 3], [-5, 2**70, 7],          # integers: int64 (Python ints beyond it)
+    [0.1, 0.25, 1.0], [1.0, 2.0], [2.5e-3, 1e300],            # floats as Python writes them
+    ["007", "008", "7"], ["1", "1.0"], ["0", "-0"], ["1e3", "1000"], ["1_000", "5"], ["nan", "1"],
+    [".e5", "1"], ["0x10", "2"],                              # not numbers Python's float reads
+])
+def test_csv_labels_come_back_as_written_rows_in_order_of_first_appearance(tmp_path, ids):
+    # Ids read as numbers lost what told them apart: "007" came back as 7, "007" and "7" (or
+    # "1" and "1.0", "0" and "-0", "1e3" and "1000", "1_000" and "1000") were one configuration,
+    # its records merged into one curve (refused only if two had the same epoch). Oracle: the
+    # ids as written (str of the Python value), row i the i-th id to appear in the file, the
+    # records interleaved (epochs of different ids alternate) and ragged.
+    rng = np.random.default_rng(len(ids))
+    lengths = {i: 1 + k % 3 for k, i in enumerate(ids)}
+    recs = [(k, e) for k in range(len(ids)) for e in range(1, lengths[ids[k]] + 1)]
+    recs = [recs[j] for j in rng.permutation(len(recs))]
+    loss = {(k, e): float(rng.uniform()) for k, e in recs}
+    path = tmp_path / "ids.csv"
+    path.write_text("config,epoch,value\n" + "".join(f"{ids[k]},{e},{loss[k, e]!r}\n" for k, e in recs))
+    table, labels = sim.CurveTable.from_csv(path, return_labels=True)
+    order = first_appearance([k for k, _ in recs])
+    assert [type(x) for x in labels] == [type(ids[k]) for k in order] and labels == [ids[k] for k in order]
+    want = np.full((len(ids), 3), np.nan)
+    for (k, e), v in loss.items():
+        want[order.index(k), e - 1] = v
+    np.testing.assert_array_equal(np.asarray(table.values)[:, : want.shape[1]], want[:, : table.values.shape[1]])
+    assert np.asarray(sim.curve_lengths(table)).tolist() == [lengths[ids[k]] for k in order]
+
+
 def test_csv_records_with_empty_or_non_numeric_cells_are_refused(tmp_path):
     # NumPy's reader filled an empty integer cell with -1 and read an all-empty column as
     # False (0.0): a made-up configuration or loss, silently

@@ -4,6 +4,7 @@ records, one per configuration and epoch; to and from a file)."""
 from __future__ import annotations
 
 import os
+import re
 from typing import Any, NamedTuple
 
 import jax
@@ -90,8 +91,18 @@ class CurveTable(NamedTuple):
         skipped, a UTF-8 byte-order mark (as spreadsheet programs write) is dropped, and
         every other line is a record, which must have a non-empty cell in each of those
         columns and no non-empty field beyond the header's columns (a field holding an
-        unquoted comma). Configuration labels are read as integers where every label is an integer,
-        else as numbers where every one is a number, else as strings.
+        unquoted comma).
+
+        Configuration labels come back as they are written: as integers where every label is
+        an integer as Python writes one (``3``, ``-17``, ``250``; int64, or Python ints beyond
+        it), else as floats where every one is a decimal number and distinct labels are
+        distinct numbers (``0.1``, ``1.0``, ``2.5e-3``), else as the strings in the file. So
+        ids with leading zeros (``007``), ``1_000``, ``nan`` or ``inf``, and labels only
+        equal as numbers (``1`` and ``1.0``, ``0`` and ``-0``) stay strings, each its own
+        configuration (pandas would read ``007`` as 7). Row ``i`` of the table is the
+        ``i``-th distinct label in the order of first appearance in the file (as
+        :meth:`from_long`), not the order of the labels' values: with integer ids
+        ``0 .. N - 1`` in any other order, ``labels[i]``, not ``i``, is row ``i``'s id.
 
         Raises:
             ValueError: Naming the file (and the line and column where a record is at
@@ -300,14 +311,27 @@ def _numbers(fields: list[str], kind: type, name: str, column: str, lines: list[
     return out
 
 
+_INT = re.compile(r"0|-?[1-9][0-9]*")
+_NUMBER = re.compile(r"[-+]?((0|[1-9][0-9]*)(\.[0-9]*)?|\.[0-9]+)([eE][-+]?[0-9]+)?")
+
+
 def _labels(fields: list[str]):
-    """Configuration labels: integers where every label is an integer literal, else floats where
-    every one is a number, else the strings as written."""
-    for kind in (int, float):
+    """Configuration labels, each read back as it was written: integers where every label is an
+    integer as Python writes one (``str(int)``: no sign but ``-``, no leading zero, no ``-0``),
+    else floats where every one is a decimal number (no leading zero, no NaN / inf) and distinct
+    labels are distinct numbers (an integer one exactly), else the strings as written."""
+    if all(_INT.fullmatch(f) for f in fields):
+        ints = [int(f) for f in fields]
         try:
-            return np.array([kind(f) for f in fields])
-        except (ValueError, OverflowError):
-            continue
+            return np.array(ints, np.int64)
+        except OverflowError:  # beyond int64: Python ints, exact
+            return np.array(ints, dtype=object)
+    if all(_NUMBER.fullmatch(f) for f in fields):
+        distinct = set(fields)
+        numbers = {f: float(f) for f in distinct}
+        exact = all(np.isfinite(v) and (not _INT.fullmatch(f) or v == int(f)) for f, v in numbers.items())
+        if exact and len(set(numbers.values())) == len(distinct):
+            return np.array([numbers[f] for f in fields], np.float64)
     return np.array(fields, dtype=str)
 
 
