@@ -88,13 +88,14 @@ def test_checkpoint_resumes_bit_identically_and_refuses_other_arguments(tmp_path
     (ckpt / "chunk_000001.npz.4242.0123abcd.tmp").write_bytes(b"partial")  # a save's temporary name
     resumed = sim.run_many(policy, tab, key, 10, chunk_size=4, checkpoint=ckpt, progress=False)
     assert same(resumed, full)
-    # stored chunks are loaded, not recomputed: chunk 1's file put in place of chunk 0's
-    # shows up as runs 0-3
+    # chunk 1's file put in place of chunk 0's was loaded as runs 0-3; its fingerprint names
+    # chunk 1, so it is refused, naming the file (that stored chunks are loaded, not
+    # recomputed, the modification times below show)
     (ckpt / "chunk_000000.npz").write_bytes((ckpt / "chunk_000001.npz").read_bytes())
-    swapped = sim.run_many(policy, tab, key, 10, chunk_size=4, checkpoint=ckpt, progress=False)
-    assert same(jax.tree_util.tree_map(lambda a: a[:4], swapped), jax.tree_util.tree_map(lambda a: a[4:8], full))
+    with pytest.raises(ValueError, match=r"chunk_000000\.npz' does not belong .* runs of chunk 1, not of chunk 0"):
+        sim.run_many(policy, tab, key, 10, chunk_size=4, checkpoint=ckpt, progress=False)
     # chunk files are compact (format version 3); plain ones (version 2, as written before
-    # the compact encoding) still resume, loaded and not rewritten
+    # the compact encoding, and without a fingerprint) still resume, loaded and not rewritten
     os.remove(ckpt / "chunk_000000.npz")
     assert same(sim.run_many(policy, tab, key, 10, chunk_size=4, checkpoint=ckpt, progress=False), full)
     like = jax.tree_util.tree_map(lambda a: a[:4], full)
@@ -114,6 +115,31 @@ def test_checkpoint_resumes_bit_identically_and_refuses_other_arguments(tmp_path
         with pytest.raises(ValueError, match="other arguments"):
             sim.run_many(args["policy"], args["tab"], args["key"], args["num_runs"],
                          chunk_size=args["chunk_size"], checkpoint=ckpt, progress=False)
+
+
+def test_a_chunk_file_of_another_study_is_refused_naming_it(tmp_path):
+    # Two studies (seeds 0 and 1) of the same shapes: a chunk file of one copied into the
+    # other's directory (or written there by a second study started at the same time on
+    # the same directory, whose manifest the first one's replaced) was loaded as that
+    # study's runs, silently. Each chunk file holds the study's fingerprint and its index.
+    policy, tab = policies.random_search(NUM, max_budget=T), table(1)
+    a, b = tmp_path / "a", tmp_path / "b"
+    want_a = sim.run_many(policy, tab, jax.random.key(0), 8, chunk_size=4, checkpoint=a, progress=False)
+    want_b = sim.run_many(policy, tab, jax.random.key(1), 8, chunk_size=4, checkpoint=b, progress=False)
+    assert not same(want_a, want_b)
+    (a / "chunk_000001.npz").write_bytes((b / "chunk_000001.npz").read_bytes())
+    with pytest.raises(ValueError, match=r"'.*a/chunk_000001\.npz' does not belong to this study: it was "
+                                         r"written by run_many with other arguments.*remove it"):
+        sim.run_many(policy, tab, jax.random.key(0), 8, chunk_size=4, checkpoint=a, progress=False)
+    # removed as the message says, the chunk is computed again: the study is the uninterrupted one
+    os.remove(a / "chunk_000001.npz")
+    assert same(sim.run_many(policy, tab, jax.random.key(0), 8, chunk_size=4, checkpoint=a, progress=False),
+                want_a)
+    # the fingerprint is an entry of the file beside the tree: jaxstop.load reads the chunk as before
+    like = jax.tree_util.tree_map(lambda x: x[:4], want_a)
+    with np.load(a / "chunk_000001.npz") as z:
+        assert str(z["__tag__"]).startswith("run_many ") and str(z["__tag__"]).endswith(" chunk 1")
+    assert same(jaxstop.load(a / "chunk_000001.npz", like=like), jax.tree_util.tree_map(lambda x: x[4:], want_a))
 
 
 def test_chunk_files_without_a_manifest_are_refused(tmp_path):

@@ -24,6 +24,9 @@ Version 3 (written by ``save(..., compact=True)``) adds ``__encoding__``, shape 
 comma-separated (empty for a scalar), the three fields separated by single spaces.
 Files of version 1 (no ``__version__``, no ``__paths__``) still load, by position, with
 every other check.
+
+Any version may hold ``__tag__``, a str scalar written by :func:`save_tagged` (a checkpoint
+chunk's fingerprint) and returned by :func:`load_tagged`; :func:`load` ignores it.
 """
 
 from __future__ import annotations
@@ -33,14 +36,14 @@ import os
 import uuid
 import zipfile
 import zlib
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from numpy.lib.npyio import NpzFile
 
-__all__ = ["FORMAT", "VERSION", "save", "load", "stored_specs"]
+__all__ = ["FORMAT", "VERSION", "load", "load_tagged", "save", "save_tagged", "stored_specs"]
 
 FORMAT = "jaxstop.pytree"
 VERSION = 3
@@ -142,6 +145,18 @@ def save(tree, path: str | os.PathLike, *, compact: bool = False, sync: bool = F
         >>> jaxstop.load(path, like=steps)["round"].dtype
         dtype('int32')
     """
+    _save(tree, path, compact, sync, None)
+
+
+def save_tagged(tree, path: str | os.PathLike, tag: str, *, compact: bool = False, sync: bool = False) -> None:
+    """:func:`save` with the string ``tag`` stored beside the tree (``__tag__``), read back by
+    :func:`load_tagged` (:func:`load` and earlier versions of jaxstop ignore it)."""
+    if not isinstance(tag, str):
+        raise TypeError(f"tag must be a str, got {type(tag).__name__}")
+    _save(tree, path, compact, sync, tag)
+
+
+def _save(tree, path, compact: bool, sync: bool, tag: str | None) -> None:
     paths, leaves, _ = _paths(tree)
     arrays = {
         "__format__": np.asarray(FORMAT),
@@ -171,6 +186,8 @@ def save(tree, path: str | os.PathLike, *, compact: bool = False, sync: bool = F
         arrays[f"leaf{i}"] = arr
     if compact:
         arrays["__encoding__"] = np.asarray(codes, dtype=str)
+    if tag is not None:
+        arrays["__tag__"] = np.asarray(tag, dtype=str)
     path = os.fspath(path)
     tmp = f"{path}.{os.getpid()}.{uuid.uuid4().hex}.tmp"
     try:
@@ -426,6 +443,17 @@ def load(path: str | os.PathLike, like):
         >>> jaxstop.load(path, like)["w"].tolist()
         [1.0, 1.0]
     """
+    return _load(path, like)[0]
+
+
+def load_tagged(path: str | os.PathLike, like) -> tuple[Any, str | None]:
+    """:func:`load` and the tag :func:`save_tagged` stored with the tree (``None`` for a file
+    without one), from one read of the file."""
+    tree, name, data = _load(path, like)
+    return tree, (_str_entry(data, "__tag__", name) if "__tag__" in data else None)
+
+
+def _load(path, like):
     paths, leaves, treedef = _paths(like)
     name, data, version, n = _open(path)
     if n != len(leaves):
@@ -435,4 +463,4 @@ def load(path: str | os.PathLike, like):
     codes = _codes(data, n, name, version)
     out = [_restore(data, i, ref, where, name, code)
            for i, (where, ref, code) in enumerate(zip(paths, leaves, codes))]
-    return jax.tree_util.tree_unflatten(treedef, out)
+    return jax.tree_util.tree_unflatten(treedef, out), name, data

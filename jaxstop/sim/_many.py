@@ -136,10 +136,32 @@ def fingerprint(*args) -> str:
     return h.hexdigest()
 
 
-def _write_atomic(tree, path: Path) -> None:
-    """Saves ``tree`` to ``path`` (compact encoding, bit for bit) so that ``path`` is either
-    absent or complete, and on disk before it appears."""
-    _io.save(tree, path, compact=True, sync=True)
+def _write_atomic(tree, path: Path, tag: str) -> None:
+    """Saves ``tree`` to ``path`` (compact encoding, bit for bit) with its ``tag`` so that
+    ``path`` is either absent or complete, and on disk before it appears."""
+    _io.save_tagged(tree, path, tag, compact=True, sync=True)
+
+
+def _chunk_tag(digest: str, c: int) -> str:
+    """The tag of chunk ``c``'s file: the study's fingerprint (the manifest's) and ``c``."""
+    return f"run_many {digest} chunk {c}"
+
+
+def _load_chunk(path: Path, like, digest: str, c: int):
+    """Chunk ``c`` from its file, refused (``ValueError`` naming the file) when the file's
+    tag says it holds another study's runs or another chunk's; a file without a tag (written
+    before chunk files had one) is taken as before."""
+    out, tag = _io.load_tagged(path, like)
+    if tag is not None and tag != _chunk_tag(digest, c):
+        parts = tag.split(" ")
+        if len(parts) == 4 and parts[:3] == ["run_many", digest, "chunk"]:
+            why = f"it holds the runs of chunk {parts[3]}, not of chunk {c} (a renamed or copied chunk file)"
+        else:
+            why = ("it was written by run_many with other arguments (a chunk file of another study, copied "
+                   "or left in this directory)")
+        raise ValueError(f"checkpoint chunk file {str(path)!r} does not belong to this study: {why}; remove it "
+                         "(run_many computes the chunk again) or use another directory")
+    return out
 
 
 def _manifest(directory: Path, digest: str, num_runs: int, chunk_size: int) -> None:
@@ -228,7 +250,9 @@ def run_many(
     the call returns once every file is written. Called again with the same arguments after an
     interruption, ``run_many`` loads the chunks that exist and computes the others:
     the result is bit-identical to an uninterrupted run on the same machine. A
-    directory written with other arguments is refused (``ValueError``). The arguments are
+    directory written with other arguments is refused (``ValueError``), and so is a chunk
+    file whose fingerprint (stored in it) is not this study's and this chunk's: another
+    study's file copied or left in the directory, or a renamed one. The arguments are
     compared by a digest: arrays by content; jaxstop's policies by their steps' names and
     static configuration; a step function of your own by its name, its bytecode, its
     defaults and the values it closes over (not by the globals it reads: change a global
@@ -295,7 +319,7 @@ def run_many(
         keys = jax.device_put(run_keys(key, c * chunk_size, chunk_size), sharded)
         return jax.device_get(batch_program(policy, table, keys, params, max_jobs, batched, mesh, record))
 
-    directory = None
+    directory = digest = None
     like = None
     if checkpoint is not None or num_procs > 1:
         shapes = jax.eval_shape(lambda k: batch_program(policy, table, k, params, max_jobs, batched, mesh, record),
@@ -321,14 +345,14 @@ def run_many(
         for i, c in enumerate(mine):
             path = None if directory is None else directory / f"chunk_{c:06d}.npz"
             if path is not None and path.exists():
-                out = jax.device_get(_io.load(path, like=like))
+                out = jax.device_get(_load_chunk(path, like, digest, c))
                 computed = 0
             else:
                 out = compute(c)
                 if path is not None:
                     if writing is not None:
                         writing.result()
-                    writing = writer.submit(_write_atomic, out, path)
+                    writing = writer.submit(_write_atomic, out, path, _chunk_tag(digest, c))
                 computed = chunk_size
             chunks.append(out)
             done = (i + 1) * chunk_size if num_procs > 1 else min((c + 1) * chunk_size, num_runs)
