@@ -327,3 +327,56 @@ def test_a_killed_run_resumes_bit_identically(tmp_path):
     key = jax.random.key(11)
     resumed = sim.run_many(policy, tab, key, 40, chunk_size=2, checkpoint=ckpt, progress=False)
     assert same(resumed, sim.run_many(policy, tab, key, 40, chunk_size=2, progress=False))
+
+
+def test_a_damaged_chunk_file_is_computed_again_with_a_warning(tmp_path):
+    """A chunk file cut short or damaged outside run_many (an interrupted copy of the
+    directory, a disk error) stopped every resume with an error about the file; its runs
+    are now computed and the file written again, with a RuntimeWarning naming it. The
+    oracle is the uninterrupted run without a checkpoint."""
+    policy = policies.sh(NUM, T)
+    tab, key = table(3), jax.random.key(2)
+    full = sim.run_many(policy, tab, key, 10, chunk_size=4, progress=False)
+    ckpt = tmp_path / "study"
+    sim.run_many(policy, tab, key, 10, chunk_size=4, checkpoint=ckpt, progress=False)
+    good = (ckpt / "chunk_000001.npz").read_bytes()
+    mid = len(good) // 2
+    flipped = good[:mid] + bytes([good[mid] ^ 0xFF]) + good[mid + 1:]  # a bad byte: the zip CRC fails
+    for damage in (b"", good[:mid], b"PK\x03\x04" + bytes(200), flipped):
+        (ckpt / "chunk_000001.npz").write_bytes(damage)
+        with pytest.warns(RuntimeWarning, match=r"chunk_000001\.npz.* cannot be read"):
+            resumed = sim.run_many(policy, tab, key, 10, chunk_size=4, checkpoint=ckpt, progress=False)
+        assert same(resumed, full)
+        assert (ckpt / "chunk_000001.npz").read_bytes() != damage  # written again, complete
+        back = jaxstop.load(ckpt / "chunk_000001.npz", like=jax.tree_util.tree_map(lambda a: a[4:8], full))
+        assert same(back, jax.tree_util.tree_map(lambda a: a[4:8], full))
+
+
+def test_a_checkpoint_names_a_changed_num_runs_or_chunk_size(tmp_path):
+    # the chunk size changes no run's result, so a user resuming with another one was told only
+    # that "policy, table, key, num_runs, params, ... or record" differ
+    policy = policies.random_search(NUM, max_budget=T)
+    tab, key = table(), jax.random.key(0)
+    ckpt = tmp_path / "study"
+    sim.run_many(policy, tab, key, 10, chunk_size=4, checkpoint=ckpt, progress=False)
+    with pytest.raises(ValueError, match=r"other arguments \(chunk_size=4, now 2: to resume, pass the same"):
+        sim.run_many(policy, tab, key, 10, chunk_size=2, checkpoint=ckpt, progress=False)
+    with pytest.raises(ValueError, match=r"other arguments \(num_runs=10, now 12; chunk_size=4, now 3"):
+        sim.run_many(policy, tab, key, 12, chunk_size=3, checkpoint=ckpt, progress=False)
+    with pytest.raises(ValueError, match=r"other arguments \(policy, table, key"):
+        sim.run_many(policy, tab, jax.random.key(1), 10, chunk_size=4, checkpoint=ckpt, progress=False)
+
+
+def test_runs_beyond_the_uint32_run_indices_are_refused_before_any_chunk(monkeypatch):
+    # run i's key is fold_in(key, uint32 i): the last chunk's padding past 2**32 runs failed in
+    # run_keys only when that chunk came, after every earlier chunk had run
+    from jaxstop.sim import _many
+
+    def never(*args, **kwargs):
+        raise AssertionError("a chunk ran")
+
+    monkeypatch.setattr(_many, "batch_program", never)
+    policy = policies.random_search(NUM, max_budget=T)
+    for num_runs, chunk_size in ((2**32 + 1, 2**31), (2**32, 3), (2**33, None)):
+        with pytest.raises(ValueError, match=r"num_runs \(\d+\) rounded up to whole chunks of \d+ must be at most"):
+            sim.run_many(policy, table(), jax.random.key(0), num_runs, chunk_size=chunk_size, progress=False)

@@ -12,6 +12,7 @@ import sys
 import time
 import types
 import uuid
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -148,10 +149,18 @@ def _chunk_tag(digest: str, c: int) -> str:
 
 
 def _load_chunk(path: Path, like, digest: str, c: int):
-    """Chunk ``c`` from its file, refused (``ValueError`` naming the file) when the file's
-    tag says it holds another study's runs or another chunk's; a file without a tag (written
-    before chunk files had one) is taken as before."""
-    out, tag = _io.load_tagged(path, like)
+    """Chunk ``c`` from its file; ``None`` (with a warning) for a file that cannot be read as
+    its runs: a file cut short or damaged outside ``run_many`` (an interrupted copy of the
+    directory, a disk error), whose runs are then computed and written again. A file whose
+    tag says it holds another study's runs or another chunk's is refused (``ValueError``
+    naming the file); a file without a tag (written before chunk files had one) is taken as
+    before."""
+    try:
+        out, tag = _io.load_tagged(path, like)
+    except ValueError as err:
+        warnings.warn(f"checkpoint chunk {str(path)!r} cannot be read ({err}); its runs are computed and the file "
+                      "written again", RuntimeWarning, stacklevel=3)
+        return None
     if tag is not None and tag != _chunk_tag(digest, c):
         parts = tag.split(" ")
         if len(parts) == 4 and parts[:3] == ["run_many", digest, "chunk"]:
@@ -161,7 +170,7 @@ def _load_chunk(path: Path, like, digest: str, c: int):
                    "or left in this directory)")
         raise ValueError(f"checkpoint chunk file {str(path)!r} does not belong to this study: {why}; remove it "
                          "(run_many computes the chunk again) or use another directory")
-    return out
+    return jax.device_get(out)
 
 
 def _manifest(directory: Path, digest: str, num_runs: int, chunk_size: int) -> None:
@@ -176,10 +185,15 @@ def _manifest(directory: Path, digest: str, num_runs: int, chunk_size: int) -> N
         except (OSError, ValueError) as err:
             raise ValueError(f"checkpoint {str(directory)!r} has an unreadable {_MANIFEST}") from err
         if have != want:
+            # num_runs and chunk_size are stored as such: name the one that differs (chunk_size
+            # changes no run's result, but the chunk files hold runs of the chunk size they name)
+            named = [f"{k}={have.get(k)!r}, now {want[k]}" for k in ("num_runs", "chunk_size")
+                     if isinstance(have, dict) and have.get(k) != want[k]]
             raise ValueError(
-                f"checkpoint {str(directory)!r} was written by run_many with other arguments "
-                f"(policy, table, key, num_runs, params, max_jobs, chunk_size, batched or record differ); "
-                "use another directory or remove it"
+                f"checkpoint {str(directory)!r} was written by run_many with other arguments ("
+                + ("; ".join(named) + ": to resume, pass the same (if nothing else changed)" if named else
+                   "policy, table, key, num_runs, params, max_jobs, chunk_size, batched or record differ")
+                + "); use another directory or remove it"
             )
         return
     # chunk files without a manifest come from a study whose arguments are unknown (a manifest
@@ -248,7 +262,9 @@ def run_many(
     With ``checkpoint=DIR`` every finished chunk is written to ``DIR`` atomically (a
     chunk file is complete or absent), by a background thread while the next chunk runs;
     the call returns once every file is written. Called again with the same arguments after an
-    interruption, ``run_many`` loads the chunks that exist and computes the others:
+    interruption, ``run_many`` loads the chunks that exist and computes the others
+    (a chunk file that cannot be read, cut short or damaged outside ``run_many``, is
+    computed and written again, with a ``RuntimeWarning``):
     the result is bit-identical to an uninterrupted run on the same machine. A
     directory written with other arguments is refused (``ValueError``), and so is a chunk
     file whose fingerprint (stored in it) is not this study's and this chunk's: another
@@ -272,7 +288,7 @@ def run_many(
         policy, table, params, max_jobs, batched, record: As in :func:`run` (``params``
             shared by every run: for a sweep over params, ``jax.vmap`` :func:`run` over them).
         key: PRNG key of the whole study.
-        num_runs: Number of runs.
+        num_runs: Number of runs (rounded up to whole chunks, at most ``2**32``).
         chunk_size: Runs per chunk (a multiple of the number of devices); default
             ``min(num_runs, 1024)`` rounded up to such a multiple.
         checkpoint: Directory for resumable chunk files, or ``None``.
@@ -311,6 +327,9 @@ def run_many(
     if chunk_size % nd:
         raise ValueError(f"chunk_size ({chunk_size}) must be a multiple of the number of devices ({nd})")
     num_chunks = math.ceil(num_runs / chunk_size)
+    if num_chunks * chunk_size > 2**32:  # run indices, the last chunk's padding included, are uint32
+        raise ValueError(f"num_runs ({num_runs}) rounded up to whole chunks of {chunk_size} must be at most 2**32 "
+                         "(the runs' keys are fold_in(key, i) with a uint32 index i); split the study over keys")
 
     mesh = jax.sharding.Mesh(np.asarray(devices), ("runs",))
     sharded = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("runs"))
@@ -344,8 +363,8 @@ def run_many(
         writing = None
         for i, c in enumerate(mine):
             path = None if directory is None else directory / f"chunk_{c:06d}.npz"
-            if path is not None and path.exists():
-                out = jax.device_get(_load_chunk(path, like, digest, c))
+            out = _load_chunk(path, like, digest, c) if path is not None and path.exists() else None
+            if out is not None:
                 computed = 0
             else:
                 out = compute(c)
