@@ -162,6 +162,10 @@ def test_csv_records_with_empty_or_non_numeric_cells_are_refused(tmp_path):
         "config,epoch,value\n0,1,5\n0,2,x\n": r"line 3: column 'value' holds 'x', not a number",
         "config,epoch,value\n0,N/A,5\n": r"line 2: column 'epoch' holds 'N/A', not a number",
         "config,epoch,value,value\n0,1,5,6\n": r"the column 'value' more than once",
+        # a non-finite loss is named by its line too (it was "record 1", counted from 0, no file)
+        "config,epoch,value\n0,1,5\n0,2,nan\n1,1,inf\n": r"line 3: column 'value' holds 'nan', not a finite number "
+                                                      r"\(2 such record\(s\)\): leave such records out",
+        "config,epoch,value,test\n0,1,5,1e999\n": r"line 2: column 'test' holds '1e999', not a finite number",
     }
     for i, (text, message) in enumerate(bad.items()):
         path = tmp_path / f"bad{i}.csv"
@@ -440,3 +444,50 @@ def test_cli_reports_how_often_the_termination_criterion_fired(tmp_path, capsys)
     # policies without a criterion print no such line
     assert sim.cli(["--table", str(path), "--policy", "sh", "--runs", "2", "--out", str(out), "--no-progress"]) == 0
     assert "criterion" not in capsys.readouterr().out
+
+
+def test_cli_seeds_beyond_32_bits_and_negative_seeds_are_their_own_keys(tmp_path, capsys):
+    # Without x64 (as --dtype float32 runs) jax.random.key kept a seed's low 32 bits: --seed
+    # 4294967296 ran the study of --seed 0, and --seed -1 drew other runs than with --dtype
+    # float64. The key is now JAX's key of the 64-bit seed in both modes. Oracle: threefry's
+    # key data for a 64-bit seed s is its two 32-bit halves (s >> 32, s & 0xffffffff).
+    values, _, mask, _ = ragged(7)
+    path = tmp_path / "t.npz"
+    sim.CurveTable(jnp.asarray(values), jnp.asarray(mask)).save(path)
+    with jax.enable_x64(False):
+        table = sim.CurveTable.load(path)
+        policy = policies.random_search(NUM, max_budget=T, dtype=jnp.float32)
+        traces = {}
+        for seed in (0, 2**32, -1, 2**63 - 1):
+            out = tmp_path / f"o{seed}.npz"
+            assert sim.cli(["--table", str(path), "--policy", "random_search", "--runs", "4", "--seed", str(seed),
+                            "--out", str(out), "--no-progress"]) == 0
+            halves = np.array([(seed >> 32) & 0xFFFFFFFF, seed & 0xFFFFFFFF], np.uint32)
+            ref = sim.run_many(policy, table, jax.random.wrap_key_data(halves), 4, progress=False)
+            back = jaxstop.load(out, like={"summary": sim.summarize(ref, table), "traces": ref})["traces"]
+            for a, b in zip(jax.tree_util.tree_leaves(back), jax.tree_util.tree_leaves(ref)):
+                np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+            traces[seed] = np.asarray(back.jobs.config)
+    capsys.readouterr()
+    assert not np.array_equal(traces[0], traces[2**32])
+
+
+def test_cli_refuses_an_out_that_is_the_table_or_the_checkpoint(tmp_path, capsys):
+    # --out naming the --table file replaced the user's table with the study's results; --out
+    # naming --checkpoint failed only after the whole study (the checkpoint made it a directory)
+    csv = tmp_path / "curves.csv"
+    text = "config,epoch,value\na,1,0.5\na,2,0.4\nb,1,0.6\n"
+    csv.write_text(text)
+    for extra, message in ((["--out", str(csv)], "is the --table file"),
+                           (["--out", str(tmp_path / "." / "curves.csv")], "is the --table file"),
+                           (["--out", str(tmp_path / "s"), "--checkpoint", str(tmp_path / "s")], "the same path")):
+        with pytest.raises(SystemExit) as exit_:
+            main(["simulate", "--table", str(csv), "--policy", "random_search", "--runs", "2", "--no-progress"]
+                 + extra)
+        assert exit_.value.code == 2 and message in capsys.readouterr().err
+    assert csv.read_text() == text and not (tmp_path / "s").exists()
+    # any other name (any suffix) is written as given
+    assert main(["simulate", "--table", str(csv), "--policy", "random_search", "--runs", "2", "--no-progress",
+                 "--out", str(tmp_path / "study.results")]) == 0
+    with np.load(tmp_path / "study.results") as z:
+        assert str(z["__format__"]) == "jaxstop.pytree"

@@ -74,7 +74,9 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
                    help="the curves: 'alexnet', a CSV long table (*.csv) or a CurveTable.save file")
     g.add_argument("--policy", required=True, choices=POLICIES, help="the policy to simulate")
     g.add_argument("--runs", type=int, default=100, metavar="N", help="number of independent studies (default 100)")
-    g.add_argument("--seed", type=int, default=0, metavar="S", help="seed of the study's PRNG key (default 0)")
+    g.add_argument("--seed", type=int, default=0, metavar="S",
+                   help="seed of the study's PRNG key, a 64-bit signed integer (default 0); the key is "
+                        "jax.random.key(S) as JAX makes it with 64-bit integers (x64), whatever --dtype")
     g.add_argument("--out", required=True, metavar="FILE", help="where to write the summary and traces (.npz)")
     g.add_argument("--checkpoint", metavar="DIR",
                    help="directory of resumable chunk files: run again with the same arguments to resume")
@@ -205,6 +207,15 @@ def build_policy(args: argparse.Namespace, table: CurveTable) -> policies.Policy
                                         **given("threshold", "acquisition", "num_init", "min_iterations"), **extra)
 
 
+def seed_key(seed: int) -> jax.Array:
+    """The study's key for ``--seed``: ``jax.random.key(seed)`` with 64-bit integers. Without
+    x64 JAX keeps a seed's low 32 bits only (``2**32`` gave the key of 0) and reads a negative
+    seed otherwise than with it (``--dtype float32`` and ``float64`` drew other runs); the
+    two agree for seeds in ``[0, 2**32)``."""
+    with jax.enable_x64(True):
+        return jax.random.key(seed)
+
+
 def format_summary(summary: Summary, has_test: bool) -> str:
     """The printed table: one line per measure, mean, standard error and quantiles."""
     levels = np.asarray(summary.levels).tolist()
@@ -242,7 +253,7 @@ def criterion_share(traces) -> float | None:
 
 
 #: Policy arguments that a flag of another name sets: argument -> option destination.
-_ARGUMENT_FLAGS = {"budget": "total_budget"}
+_ARGUMENT_FLAGS = {"budget": "total_budget", "num_runs": "runs"}
 
 
 def _as_flag(message: str, options: dict) -> str:
@@ -286,6 +297,11 @@ def cli(argv: Sequence[str] | None = None, prog: str | None = "python -m jaxstop
         parser.error(f"--out {args.out}: the directory {out_dir} does not exist")
     if not os.access(out_dir, os.W_OK):
         parser.error(f"--out {args.out}: the directory {out_dir} is not writable")
+    if args.table != "alexnet" and os.path.isfile(args.out) and os.path.isfile(args.table) \
+            and os.path.samefile(args.out, args.table):
+        parser.error(f"--out {args.out} is the --table file: it would be replaced by the study's results")
+    if args.checkpoint is not None and os.path.abspath(args.checkpoint) == os.path.abspath(args.out):
+        parser.error(f"--out {args.out} and --checkpoint name the same path: --out is a file, --checkpoint a directory")
     if args.checkpoint is not None and os.path.exists(args.checkpoint) and not os.path.isdir(args.checkpoint):
         parser.error(f"--checkpoint {args.checkpoint} exists and is not a directory")
     # float64 in JAX's x64 mode for this call only: a caller of cli() keeps its own setting
@@ -294,7 +310,7 @@ def cli(argv: Sequence[str] | None = None, prog: str | None = "python -m jaxstop
         with x64:
             table, where = read_table(args.table, np.dtype(args.dtype))
             policy = build_policy(args, table)
-            traces = run_many(policy, table, jax.random.key(args.seed), args.runs, max_jobs=args.max_jobs,
+            traces = run_many(policy, table, seed_key(args.seed), args.runs, max_jobs=args.max_jobs,
                               chunk_size=args.chunk_size, checkpoint=args.checkpoint, progress=not args.no_progress,
                               record=args.record)
             summary = summarize(traces, table, budget_grid=args.grid_points)

@@ -381,10 +381,17 @@ def read_csv(path: str | os.PathLike, *, return_labels: bool = False):
                 raise ValueError(f"{name}, line {line}: the record has no value in column {c!r}")
             cells[c].append(cell)
         lines.append(line)
+    losses = {c: _numbers(cells[c], float, name, c, lines) for c in ("value", "test") if c in cells}
+    for c, col in losses.items():
+        bad = ~np.isfinite(col)
+        if bad.any():  # named by its line here, as every other fault of a record
+            i = int(np.argmax(bad))
+            fix = ("leave such records out (and the later epochs of their configurations: a curve has no gaps)"
+                   if c == "value" else "every record needs a finite test loss; fill them in, or drop the column")
+            raise ValueError(f"{name}, line {lines[i]}: column {c!r} holds {cells[c][i]!r}, not a finite number "
+                             f"({int(bad.sum())} such record(s)): {fix}")
     return from_long(_labels(cells["config"]), _numbers(cells["epoch"], int, name, "epoch", lines),
-                     _numbers(cells["value"], float, name, "value", lines),
-                     _numbers(cells["test"], float, name, "test", lines) if "test" in cells else None,
-                     return_labels=return_labels)
+                     losses["value"], losses.get("test"), return_labels=return_labels)
 
 
 def save_table(table: CurveTable, path: str | os.PathLike) -> None:
