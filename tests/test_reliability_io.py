@@ -474,3 +474,19 @@ def test_sync_flushes_the_file_before_it_takes_its_name(tmp_path, monkeypatch):
     assert events == ["fsync", "replace"]
     assert_same_bits(tree, jaxstop.load(tmp_path / "synced.npz", like=tree))
     assert sorted(os.listdir(tmp_path)) == ["plain.npz", "synced.npz"]
+
+
+def test_a_like_with_more_or_fewer_leaves_is_refused_naming_the_leaf(saved):
+    # only the counts were given ("the file has 5 leaves but like has 4"): a like built for a
+    # trace with record="full" against a file of record="jobs" (infos None) left the user to
+    # find which of dozens of leaves differ
+    tree, path = saved
+    like = jax.eval_shape(make_tree)
+    load_error(path, {k: v for k, v in like.items() if k != "flag"}, "has 6 leaves but like has 5",
+               r"\"\['flag'\]\" is in the file but not in like")
+    load_error(path, {**like, "extra": jax.ShapeDtypeStruct((2,), jnp.float32)}, "like has 7",
+               r"\"\['extra'\]\" is in like but not in the file")
+    load_error(path, {**like, "pair": Pair(like["pair"].a, None)}, "like has 5",
+               r"\"\['pair'\]\.b\" is in the file but not in like")
+    load_error(path, {**like, "steps": like["steps"] + [like["flag"]]}, "like has 7",
+               r"\"\['steps'\]\[2\]\" is in like but not in the file")

@@ -296,6 +296,18 @@ def _check_paths(data: dict, paths: list, name: str) -> None:
                              f"file but {b or 'the root'!r} in like (renamed, reordered or swapped fields)")
 
 
+def _first_difference(file_paths: list, paths: list) -> str:
+    """The first tree path that one of the file and ``like`` has and the other has not, as a
+    clause of an error message (a leaf or a field that is ``None`` on one side only)."""
+    theirs, ours = set(file_paths), set(paths)
+    for a, b in zip(file_paths + [None] * len(paths), paths + [None] * len(file_paths)):
+        if a is not None and a not in ours:
+            return f": {a or 'the root'!r} is in the file but not in like"
+        if b is not None and b not in theirs:
+            return f": {b or 'the root'!r} is in like but not in the file"
+    return ""
+
+
 def _codes(data: dict, n: int, name: str, version: int) -> list:
     """The leaves' encodings (format version 3), ``"raw"`` for each where the file has none."""
     codes = data.get("__encoding__") if version >= 3 else None
@@ -429,10 +441,10 @@ def load(path: str | os.PathLike, like):
         ValueError: Naming the file and what is wrong, for every file that is not a
             well-formed save file (empty, truncated, corrupted, a foreign ``.npz``, a
             newer format version) and for every mismatch with ``like``: the number of
-            leaves, a tree path (fields renamed, reordered or swapped), a shape, a dtype,
-            a typed PRNG key against an array or a key of another implementation, and a
-            64-bit leaf to restore as a ``jax.Array`` while ``jax_enable_x64`` is off (JAX
-            would narrow it to 32 bits).
+            leaves (naming a tree path that one side lacks), a tree path (fields renamed,
+            reordered or swapped), a shape, a dtype, a typed PRNG key against an array or
+            a key of another implementation, and a 64-bit leaf to restore as a
+            ``jax.Array`` while ``jax_enable_x64`` is off (JAX would narrow it to 32 bits).
         OSError: The file cannot be opened (e.g. ``FileNotFoundError``).
 
     Example:
@@ -457,7 +469,8 @@ def _load(path, like):
     paths, leaves, treedef = _paths(like)
     name, data, version, n = _open(path)
     if n != len(leaves):
-        raise ValueError(f"{name}: the file has {n} leaves but like has {len(leaves)}")
+        raise ValueError(f"{name}: the file has {n} leaves but like has {len(leaves)}"
+                         + (_first_difference(_file_paths(data, n, name), paths) if version >= 2 else ""))
     if version >= 2:
         _check_paths(data, paths, name)
     codes = _codes(data, n, name, version)
