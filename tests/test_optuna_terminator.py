@@ -555,3 +555,29 @@ def test_one_terminator_reads_each_study_it_is_given():
     assert with_pruned.inputs(b).numbers == fresh.inputs(b).numbers  # the diverged trial left out
     with pytest.raises(TypeError, match="include_pruned"):
         RegretBoundTerminator(threshold=0.05, include_pruned="no")
+
+
+def test_the_stop_is_logged_like_optunas_terminator():
+    # Optuna's TerminatorCallback logs the stop at INFO through Optuna's logger (shown at
+    # Optuna's default verbosity); the line went to a logger outside Optuna's tree, which has
+    # no handler, so it was never shown. It now follows optuna.logging's verbosity.
+    import logging
+
+    seen = []
+    handler = logging.Handler()
+    handler.emit = lambda record: seen.append(record.getMessage())
+    root = logging.getLogger("optuna")
+    root.addHandler(handler)
+    try:
+        study = optuna.create_study(study_name="logged", sampler=optuna.samplers.RandomSampler(seed=0))
+        optuna.logging.set_verbosity(optuna.logging.INFO)
+        study.optimize(objective, n_trials=20, callbacks=[TerminatorCallback(**SETTINGS, threshold=1e9)])
+        assert len(study.trials) == SETTINGS["min_n_trials"]  # any bound is below 1e9
+        assert any("'logged' stopped by the regret-bound terminator after trial 11" in m for m in seen)
+        seen.clear()
+        optuna.logging.set_verbosity(optuna.logging.WARNING)  # silenced as Optuna's own lines
+        study.optimize(objective, n_trials=1, callbacks=[TerminatorCallback(**SETTINGS, threshold=1e9)])
+        assert not any("stopped" in m for m in seen)
+    finally:
+        root.removeHandler(handler)
+        optuna.logging.set_verbosity(optuna.logging.WARNING)

@@ -51,6 +51,9 @@ __all__ = [
     "report_cross_validation_scores",
 ]
 
+#: A child of Optuna's root logger: follows ``optuna.logging.set_verbosity`` and Optuna's handler.
+_LOGGER = optuna.logging.get_logger("optuna.jaxstop")
+
 #: User attribute under which :func:`report_cross_validation_scores` stores the folds.
 CV_SCORES_KEY = "jaxstop:cv_scores"
 #: System attribute of ``optuna.terminator.report_cross_validation_scores``, also read.
@@ -512,7 +515,8 @@ class TerminatorCallback:
 
     Used like ``optuna.terminator.TerminatorCallback``: replacing the import is the whole
     migration. Each call reads the study (not only the trial just finished), so the
-    callback may run in several processes sharing one storage.
+    callback may run in several processes sharing one storage. The stop is logged at INFO
+    through Optuna's logger (``optuna.logging.set_verbosity`` silences it).
 
     Args:
         terminator: The terminator; default ``RegretBoundTerminator(**kwargs)``.
@@ -543,6 +547,7 @@ class TerminatorCallback:
 
     def __call__(self, study: optuna.Study, trial: FrozenTrial) -> None:
         if self.terminator.should_terminate(study):
-            optuna.logging.get_logger("jaxstop").info(
-                f"Study {study.study_name!r} stopped by the regret-bound terminator after trial {trial.number}.")
+            # under Optuna's root logger, so the line shows (and is silenced) with Optuna's own
+            _LOGGER.info(f"Study {study.study_name!r} stopped by the regret-bound terminator after trial "
+                         f"{trial.number}.")
             study.stop()
