@@ -209,7 +209,10 @@ class RegretBoundTerminator(PicklableLock):
     ``sqrt((1/k + 1/(k - 1)) s^2)`` of the incumbent's k fold scores (Eq. 10), or the fixed
     ``threshold``. Defaults follow ``optuna.terminator`` (``beta_t="fitted"``, ``ddof=0``,
     20 trials, half of them in the fit, 2048 candidates); ``beta_t="evaluations"`` and
-    ``ddof=1`` give the paper's convention.
+    ``ddof=1`` give the paper's convention. The GP is the paper's (a fitted constant mean,
+    the LCB's minimum refined by gradient steps), whose bound is often smaller than
+    Optuna's; ``options=regret.FitOptions(fit_mean=False, refine_steps=0)`` is the GP of
+    Optuna's ``RegretBoundEvaluator`` (docs/optuna.md, "From optuna.terminator").
 
     The object keeps a warm start (the last fit's GP parameters and curvature) and its
     decisions (:attr:`last`, :attr:`history`); everything else is read from the study on
