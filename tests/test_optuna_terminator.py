@@ -581,38 +581,3 @@ def test_the_stop_is_logged_like_optunas_terminator():
     finally:
         root.removeHandler(handler)
         optuna.logging.set_verbosity(optuna.logging.WARNING)
-
-
-def test_optunas_gp_options_give_optunas_bound_and_decisions():
-    # docs/optuna.md: options=FitOptions(fit_mean=False, refine_steps=0) is the GP of Optuna's
-    # RegretBoundEvaluator (zero mean, the domain minimum over the 2,048 random points). Oracle:
-    # Optuna's own evaluator (torch). The two draw different random candidates, so Optuna's bound
-    # is compared with the range of ours over 4 candidate seeds (a spread of up to 8% here),
-    # widened by 3% for the two fits' stopping tolerances (Optuna's gtol 1e-2 is up to 2x looser
-    # than jaxstop's fit_tol 1e-2: FitOptions' docstring).
-    pytest.importorskip("torch")
-    import warnings
-    from optuna.terminator import RegretBoundEvaluator, StaticErrorEvaluator, Terminator
-
-    options = regret.FitOptions(fit_mean=False, refine_steps=0)
-    study = optuna.create_study(sampler=optuna.samplers.TPESampler(seed=0))
-    study.optimize(lambda t: (t.suggest_float("x", -2, 2) - 0.3) ** 2 + t.suggest_float("y", -1, 1) ** 2
-                   + 0.05 * np.random.default_rng(t.number).normal(), n_trials=40)
-    for n in (20, 30, 40):
-        prefix = optuna.create_study()
-        for t in study.trials[:n]:
-            prefix.add_trial(t)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # optuna.terminator is deprecated and experimental
-            ref = RegretBoundEvaluator(seed=0).evaluate(prefix.trials, prefix.direction)
-        ours = [RegretBoundTerminator(threshold=1.0, warm_start=False, seed=s, options=options).evaluate(prefix).bound
-                for s in range(4)]
-        assert min(ours) / 1.03 <= ref <= max(ours) * 1.03, (n, ref, ours)
-        # the decision of Optuna's Terminator with a static error, 20% from its bound either way
-        for threshold in (0.8 * ref, 1.25 * ref):
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                theirs = Terminator(RegretBoundEvaluator(seed=0), StaticErrorEvaluator(threshold),
-                                    min_n_trials=20).should_terminate(prefix)
-            mine = RegretBoundTerminator(threshold=threshold, warm_start=False, options=options)
-            assert mine.should_terminate(prefix) == theirs == (threshold > ref)
