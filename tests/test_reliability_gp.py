@@ -471,3 +471,93 @@ def test_bad_settings_name_the_argument():
         gp.fit(X, z, optimizer="adam")
     with pytest.raises(ValueError, match="^mean must be finite"):
         gp.params(1.0, [0.5], 1e-2, mean=np.inf)
+
+
+# ------------------------------------------------------------ derivatives through the posterior
+def _fd(f, x, h):
+    """Central differences of a float64 NumPy function of the array ``x`` (any shape)."""
+    x = np.asarray(x, np.float64)
+    g = np.empty(x.size)
+    for i in range(x.size):
+        e = np.zeros(x.size)
+        e[i] = h
+        g[i] = (f(x + e.reshape(x.shape)) - f(x - e.reshape(x.shape))) / (2 * h)
+    return g.reshape(x.shape)
+
+
+def test_gradients_of_predictions_at_the_training_inputs_match_finite_differences():
+    """jax.grad of gp.predict's mean and variance in the query points, the training inputs
+    and the hyperparameters, against central differences of the NumPy posterior
+    (_oracles.np_posterior, with gp's base jitter 10 eps a). Queries sit on training inputs,
+    where the scaled distance is 0: autodiff through r = sqrt(r^2 + tiny) multiplied
+    1 / (2r) = 3e153 by a difference that is 0 only when rounded exactly, and under jit (every
+    public function is jitted) the gradient in the queries came out 0 (4.7 here) and the one in
+    the training inputs wrong; reverse mode through the posterior's jitter loop (a
+    while_loop) raised. Padded rows (junk, NaN) get exactly 0 and change nothing.
+    Tolerance: h = 1e-5 leaves a truncation error h^2 / 6 |f'''| with |f'''| below
+    amp (sqrt5 / l)^3 ~ 2e2 here (l >= 0.4), about 3e-9 per unit of input, and a
+    rounding error eps |f| / h ~ 1e-10; 1e-6 is far above both and far below the O(1) errors."""
+    rng = np.random.default_rng(3)
+    n, d = 6, 2
+    X = rng.uniform(0.1, 0.9, (n, d))
+    y = rng.normal(size=n)
+    amp, ls, noise, mean = 1.3, np.array([0.4, 0.7]), 1e-2, 0.1
+    p = gp.params(amp, ls, noise, mean)
+    Xq = X[:3].copy()
+    w = np.array([[0.3, -1.0, 0.7], [1.0, 0.5, -0.2]])  # weights of the means, the variances
+
+    def loss_np(Xq, X=X, amp=amp, ls=ls, noise=noise):
+        m, v = np_posterior(X, y, amp, ls, noise, mean, jitter=10 * EPS64 * amp)(Xq)
+        return w[0] @ m + w[1] @ v
+
+    pad = np.array([True] * n + [False] * 2)
+    X_pad = np.concatenate([X, [[np.nan, 0.5], [3.0, -1e30]]])
+    y_pad = np.concatenate([y, [np.nan, 1e30]])
+
+    def loss(p, X, Xq):
+        m, v = gp.predict(gp.posterior(p, X, y_pad, pad), Xq)
+        return jnp.dot(w[0], m) + jnp.dot(w[1], v)
+
+    g_p, g_X, g_q = jax.grad(loss, argnums=(0, 1, 2))(p, X_pad, Xq)
+    assert np.all(np.asarray(g_X[n:]) == 0)
+    np.testing.assert_allclose(g_q, _fd(loss_np, Xq, 1e-5), atol=1e-6)
+    np.testing.assert_allclose(g_X[:n], _fd(lambda X: loss_np(Xq, X=X), X, 1e-5), atol=1e-6)
+    t = np.array([np.log(amp), *np.log(ls), np.log(noise)])
+    want = _fd(lambda t: loss_np(Xq, amp=np.exp(t[0]), ls=np.exp(t[1:3]), noise=np.exp(t[3])), t, 1e-5)
+    np.testing.assert_allclose([g_p.log_amplitude, *g_p.log_lengthscales, g_p.log_noise], want, atol=1e-6)
+    # forward mode and vmap agree with reverse mode
+    fwd = jax.jacfwd(loss, argnums=2)(p, X_pad, Xq)
+    np.testing.assert_allclose(fwd, g_q, rtol=1e-12, atol=1e-12)
+    batched = jax.vmap(jax.grad(loss, argnums=2), in_axes=(None, None, 0))(p, X_pad, jnp.stack([Xq, Xq]))
+    np.testing.assert_allclose(batched[1], g_q, rtol=1e-12, atol=1e-12)
+
+
+def test_gradient_of_a_jittered_posterior_holds_its_jitter_fixed():
+    """Identical inputs with a tiny noise in float32 need the jitter ladder (Posterior.jitter
+    far above the base jitter 10 eps a); jax.grad in the hyperparameters then runs through
+    it (it raised: reverse mode of a while_loop) and is the derivative of the posterior with
+    that jitter held fixed: central differences (h = 1e-5, float64) of the NumPy posterior
+    at noise + post.jitter. K = a C + (noise + jitter) I has condition kappa ~ 4 / 5e-5 ~ 1e5,
+    so float32 keeps at worst ~kappa eps32 ~ 1e-2 of relative accuracy (4e-4 seen): rtol 1e-2."""
+    f32 = np.float32
+    X = np.array([[0.3, 0.3], [0.3, 0.3], [0.7, 0.2], [0.7, 0.2]])
+    y = np.array([0.1, 0.2, -0.5, -0.4])
+    Xq = np.array([[0.5, 0.5], [0.31, 0.3]])
+    p = gp.params(1.0, [0.5, 0.5], 1e-7, dtype=jnp.float32)
+    post = gp.posterior(p, X.astype(f32), y.astype(f32))
+    jitter = float(post.jitter)
+    assert bool(post.ok) and jitter > 10 * 10 * EPS32
+
+    def loss(t):
+        q = p._replace(log_amplitude=t[0], log_lengthscales=t[1:3])
+        m, v = gp.predict(gp.posterior(q, X.astype(f32), y.astype(f32)), Xq.astype(f32))
+        return jnp.sum(m) + jnp.sum(v)
+
+    def loss_np(t):
+        m, v = np_posterior(X, y, np.exp(t[0]), np.exp(t[1:3]), float(f32(1e-7)), jitter=jitter)(Xq)
+        return np.sum(m) + np.sum(v)
+
+    t = np.array([0.0, np.log(0.5), np.log(0.5)])
+    g = np.asarray(jax.grad(loss)(t.astype(f32)))
+    assert g.dtype == np.float32 and np.all(np.isfinite(g))
+    np.testing.assert_allclose(g, _fd(loss_np, t, 1e-5), rtol=1e-2, atol=1e-2 * np.max(np.abs(g)))

@@ -136,10 +136,13 @@ def factor(K, mask, jitter0, *, max_tries: int = MAX_JITTER_TRIES):
     ``t``, so one such step is usually enough and the jitter stays the least the dtype
     needs). ``extra`` is the jitter that was added, ``ok`` whether the last factor is
     finite and accurate. ``max_tries=0`` (static) is a single plain factorisation, no loop.
+    Differentiable in forward and reverse mode: ``L`` has the derivative of the Cholesky
+    factor of ``K + extra I`` with ``extra`` held fixed (the loop itself is not differentiated).
     """
     if max_tries == 0:
         L = linalg.cholesky(K)
         return L, jnp.zeros((), K.dtype), factor_accurate(L, K, mask)
+    K_in, K, jitter0 = K, jax.lax.stop_gradient(K), jax.lax.stop_gradient(jitter0)
     real = jnp.ones(K.shape[:1], bool) if mask is None else mask
     floor = pivot_floor(K, mask)
 
@@ -158,7 +161,7 @@ def factor(K, mask, jitter0, *, max_tries: int = MAX_JITTER_TRIES):
 
     init = (jnp.full_like(K, jnp.nan), jnp.zeros((), K.dtype), jnp.asarray(False), jnp.asarray(0, jnp.int32))
     L, extra, ok, _ = jax.lax.while_loop(cond, body, init)
-    return L, extra, ok
+    return linalg.cholesky_of(K_in + jnp.diag(jnp.where(real, extra, 0)), L), extra, ok
 
 
 def masked_solve(S, y, mask, mean, profile_mean: bool = False, *, precision=None):

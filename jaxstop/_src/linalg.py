@@ -25,7 +25,7 @@ import jax
 import jax.numpy as jnp
 from jax import custom_batching
 
-__all__ = ["cholesky", "eigh", "inv_from_cholesky", "inv_from_tri_inv", "row_sq_norms_lower", "tri_inv"]
+__all__ = ["cholesky", "cholesky_of", "eigh", "inv_from_cholesky", "inv_from_tri_inv", "row_sq_norms_lower", "tri_inv"]
 
 # Blocks of at most this size are inverted by a triangular solve; larger ones recurse.
 _LEAF = 32
@@ -119,11 +119,30 @@ def cholesky(K: jax.Array) -> jax.Array:
 def _cholesky_jvp(primals, tangents):
     (K,), (dK,) = primals, tangents
     L = _chol_batched(K)
+    return L, _cholesky_tangent(L, dK)
+
+
+def _cholesky_tangent(L, dK):
+    """``dL = L Phi(L^-1 dK L^-T)`` (``Phi``: the lower triangle, half the diagonal)."""
     Linv = _tri_inv_blocked(L)
     dK = 0.5 * (dK + dK.T)
     tmp = _mm(_mm(Linv, dK), Linv.T)
     phi = jnp.tril(tmp) - 0.5 * jnp.diag(jnp.diagonal(tmp))
-    return L, L @ phi
+    return L @ phi
+
+
+@jax.custom_jvp
+def cholesky_of(K: jax.Array, L: jax.Array) -> jax.Array:
+    """``L``, the lower Cholesky factor of ``K`` computed elsewhere (in a loop, which
+    reverse mode cannot differentiate), with :func:`cholesky`'s derivative in ``K``; ``L``
+    itself carries none."""
+    return L
+
+
+@cholesky_of.defjvp
+def _cholesky_of_jvp(primals, tangents):
+    (K, L), (dK, _) = primals, tangents
+    return L, _cholesky_tangent(L, dK)
 
 
 def _mm(a, b):
