@@ -807,3 +807,58 @@ def test_refinement_never_starts_from_padded_rows():
         assert bool(got.ok)
         np.testing.assert_allclose(float(got.bound), float(want.bound), rtol=1e-12)
         np.testing.assert_allclose(np.asarray(got.x_lcb), np.asarray(want.x_lcb), rtol=1e-12, atol=1e-15)
+
+
+# ------------------------------------------------------------ derivatives
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_expected_improvement_gradient_is_finite_far_below_the_incumbent(dtype):
+    """dEI/dbest = Phi(z), z = (best - mu) / sd, for the prior (mu = 0, sd = 1). Far below
+    the incumbent (z above ~13 in float32, ~38 in float64) the untaken tail branch evaluated
+    erfcx(-z / sqrt2) = inf times phi(z) = 0: the value was right and the gradient NaN. Tolerance:
+    in the tail (z <= -1) the derivative of the erfcx form sums terms a few times the result,
+    each with a few eps of rounding (6 eps in float32, 19 in float64 seen at z = -5): 64 eps."""
+    post = gp.posterior(gp.params(1.0, [0.2], 1e-2, dtype=dtype), np.zeros((0, 1), dtype), np.zeros(0, dtype))
+    Xq = np.array([[0.5]], dtype)
+    for z in (-30.0, -5.0, 0.0, 5.0, 15.0, 20.0, 30.0, 39.0, 45.0):
+        g = jax.grad(lambda b: regret.expected_improvement(post, Xq, b)[0])(dtype(z))
+        gx = jax.grad(lambda x: regret.expected_improvement(post, x, dtype(z))[0])(Xq)
+        assert np.isfinite(g) and np.all(np.isfinite(gx)), z
+        np.testing.assert_allclose(float(g), scipy.stats.norm.cdf(z), rtol=64 * np.finfo(dtype).eps, atol=1e-30)
+
+
+def test_regret_bound_gradient_with_refinement_is_the_partial_derivative_at_its_points():
+    """jax.grad of regret_bound(...).bound in the hyperparameters (through gp.posterior) and in
+    beta, with refine_steps > 0: the refinement's descent carries no derivative, so the bound's
+    is that of ucb(x_ucb) - lcb(x_lcb) at the points found (the envelope theorem for the
+    minimum); before, autodiff through the descent gave NaN for the lengthscales. The oracle
+    is central differences of the NumPy posterior at those fixed points (h = 1e-5: truncation
+    ~h^2 |f'''| / 6 ~ 1e-9, rounding ~1e-11), so 1e-6."""
+    rng = np.random.default_rng(5)
+    n, d = 8, 2
+    X = rng.uniform(0.1, 0.9, (n, d))
+    y = rng.normal(size=n)
+    mask = np.array([True] * 6 + [False] * 2)
+    cand = rng.uniform(0, 1, (64, d))
+    amp, ls, noise, mean, beta = 1.3, np.array([0.4, 0.7]), 1e-2, 0.1, 2.0
+
+    def bound(t, b):
+        p = gp.params(jnp.exp(t[0]), jnp.exp(t[1:3]), jnp.exp(t[3]), mean)
+        return regret.regret_bound(gp.posterior(p, X, y, mask), X, mask, cand, b, refine_steps=5)
+
+    t = np.array([np.log(amp), *np.log(ls), np.log(noise)])
+    rb = bound(t, beta)
+    assert bool(rb.ok) and float(rb.lcb_min) < float(rb.lcb_min_grid)  # the refinement moved
+    x_u, x_l = np.asarray(rb.x_ucb)[None], np.asarray(rb.x_lcb)[None]
+
+    def at_points(t, b=beta):
+        predict = np_posterior(X[mask], y[mask], np.exp(t[0]), np.exp(t[1:3]), np.exp(t[3]), mean,
+                               jitter=10 * np.finfo(np.float64).eps * np.exp(t[0]))
+        (mu, vu), (ml, vl) = predict(x_u), predict(x_l)
+        return float(((mu + math.sqrt(b) * np.sqrt(vu)) - (ml - math.sqrt(b) * np.sqrt(vl)))[0])
+
+    assert abs(at_points(t) - float(rb.bound)) < 1e-9
+    g_t, g_b = jax.grad(lambda t, b: bound(t, b).bound, argnums=(0, 1))(t, beta)
+    h = 1e-5
+    want = [(at_points(t + e) - at_points(t - e)) / (2 * h) for e in np.eye(4) * h]
+    np.testing.assert_allclose(g_t, want, atol=1e-6)
+    np.testing.assert_allclose(g_b, (at_points(t, beta + h) - at_points(t, beta - h)) / (2 * h), atol=1e-6)

@@ -148,8 +148,11 @@ def ei(mu, sd, best):
     z = jnp.clip(z_raw, -_EI_FAR, _EI_FAR)
     phi = _INV_SQRT_2PI * jnp.exp(-0.5 * z * z)
     direct = phi + z * jax.scipy.special.ndtr(z)
-    # z Phi(z) = -phi(z) (1 - 1/z^2 + ...) cancels for z << 0: use the scaled erfc.
-    tail = phi * (1 + z * _SQRT_HALF_PI * jax.scipy.special.erfcx(-z / _SQRT2))
+    # z Phi(z) = -phi(z) (1 - 1/z^2 + ...) cancels for z << 0: use the scaled erfc. Taken
+    # for z <= -1 only, and evaluated there only: erfcx(-z / sqrt2) overflows for z above
+    # ~13 (float32) or ~38 (float64), and phi * inf, NaN, would reach the gradient
+    zt = jnp.minimum(z, -1)
+    tail = phi * (1 + zt * _SQRT_HALF_PI * jax.scipy.special.erfcx(-zt / _SQRT2))
     h = jnp.maximum(jnp.where(z > -1, direct, tail), 0)
     out = jnp.where(pos & ~far, s * h, jnp.maximum(best - mu, 0))
     return jnp.where(valid, out, jnp.nan)
@@ -221,7 +224,15 @@ def refine(post, sqrt_beta, x0, dim_mask, steps: int):
     are evaluated again at those inputs in :func:`jaxstop.gp.predict`'s form
     (``a - |L^-1 k|^2``, free of ``K^-1``'s larger rounding for small variances): the
     LCB of the GP on the inputs, whatever the warping.
+
+    Derivatives: the points carry none (the descent runs on ``stop_gradient`` of its
+    arguments), so those of the LCB values are its partial derivatives at the points found,
+    that of a minimum at its minimiser (the envelope theorem). Differentiating the descent
+    itself would follow every accepted step and, through the kernel's ``sqrt(r^2 + tiny)``
+    in :func:`lcb_value_and_grad`, give NaN.
     """
+    post_in, post, sqrt_beta_in = post, jax.lax.stop_gradient(post), sqrt_beta
+    sqrt_beta, x0 = jax.lax.stop_gradient(sqrt_beta), jax.lax.stop_gradient(x0)
     dt = x0.dtype
     p = post.params
     ls = jnp.exp(p.log_lengthscales) * dim_mask.astype(dt)
@@ -257,8 +268,8 @@ def refine(post, sqrt_beta, x0, dim_mask, steps: int):
     x = u
     if p.warped:
         x = jnp.where(dim_mask[None, :], warping.unwarp(u, p.log_warp_a, p.log_warp_b), x0)
-    mean, var = gp_core.predict(post, x)
-    return x, mean - sqrt_beta * jnp.sqrt(jnp.maximum(var, tiny))
+    mean, var = gp_core.predict(post_in, x)
+    return x, mean - sqrt_beta_in * jnp.sqrt(jnp.maximum(var, tiny))
 
 
 def smallest(v, k: int):
