@@ -620,3 +620,45 @@ def test_values_float32_cannot_hold_are_named_as_given():
         with pytest.raises(ValueError) as err:  # an inf given as inf gets no such note
             confidence.keep_count(np.array([np.inf, 0.0]), np.array([1.0, 1.0]), 5.0, 0.1)
         assert "given as" not in str(err.value)
+
+
+def test_leader_curve_and_zeta_derivatives_match_quadrature_and_ignore_padding():
+    """leader_curve and zeta (differentiated through their scan, as the package docstring
+    says) against central differences of scipy's quad of the leader probability (h = 1e-4;
+    with sigma >= 0.1 the truncation h^2 / 6 |f'''| is below 2e-6 for |f'''| <= 2 / sigma^3,
+    quad's 1e-12 rounding / h adds 1e-8: atol 1e-5). Padded rows (NaN) get exactly 0 and
+    leave the others' derivatives as they are without them."""
+    mu = np.array([0.30, 0.42, 0.35, 0.5])
+    sigma = np.array([0.10, 0.15, 0.12, 0.2])
+    w = np.array([0.0, 0.7, -1.2, 0.4])
+    delta = 0.03
+    order = np.argsort(mu, kind="stable")
+
+    def leader_np(m, s):
+        return sum(w[k - 1] * quad_leader(m[order], s[order], k) for k in range(2, 5))
+
+    def zeta_np(m, s):
+        return leader_np(m, np.maximum(s - delta, 1e-3 * s)) - leader_np(m, s)
+
+    mu_p, sigma_p = np.append(mu, np.nan), np.append(sigma, np.nan)
+    mask = np.array([True] * 4 + [False])
+    wp = np.append(w, 0.0)  # curve[4] repeats curve[3] (the last valid), zeta[4] is 0
+    f_lead = lambda m, s: jnp.dot(wp, confidence.leader_curve(m, s, mask).curve)  # noqa: E731
+    f_zeta = lambda m, s: jnp.dot(wp, confidence.zeta(m, s, delta, mask))  # noqa: E731
+    h = 1e-4
+    for f, oracle in ((f_lead, leader_np), (f_zeta, zeta_np)):
+        gm, gs = jax.jit(jax.grad(f, argnums=(0, 1)))(mu_p, sigma_p)
+        assert gm[4] == 0 and gs[4] == 0
+        for g, arg in ((gm, 0), (gs, 1)):
+            want = []
+            for i in range(4):
+                e = np.zeros(4)
+                e[i] = h
+                args_p = (mu + e, sigma) if arg == 0 else (mu, sigma + e)
+                args_m = (mu - e, sigma) if arg == 0 else (mu, sigma - e)
+                want.append((oracle(*args_p) - oracle(*args_m)) / (2 * h))
+            np.testing.assert_allclose(g[:4], want, atol=1e-5)
+        g4 = jax.grad(lambda m, s: jnp.dot(w, confidence.leader_curve(m, s).curve) if f is f_lead
+                      else jnp.dot(w, confidence.zeta(m, s, delta)), argnums=(0, 1))(mu, sigma)
+        np.testing.assert_allclose(gm[:4], g4[0], rtol=1e-12, atol=1e-14)
+        np.testing.assert_allclose(gs[:4], g4[1], rtol=1e-12, atol=1e-14)

@@ -98,7 +98,14 @@ that jits, vmaps and runs on accelerators:
   problem in page faults without the groups.
 * :func:`prob_best` and :func:`confidence_curve` are differentiable in forward
   and reverse mode: the derivative evaluates the same sums loop-free, over all
-  ``n`` candidates at once (O(n x nodes) memory).
+  ``n`` candidates at once (O(n x nodes) memory). :func:`leader_curve` and
+  :func:`zeta` are differentiated through their scan over the candidates. Padded
+  candidates get exactly zero derivatives. Curves indexed by rank (all but
+  :func:`prob_best`) are not differentiable in ``mu`` where two means tie (the
+  ranking changes there); the derivative returned is that of the stable order.
+  :func:`keep_count` is not differentiable (its integrals run behind branches that
+  stay branches under ``vmap``, which JAX cannot differentiate): differentiate the
+  functions above for its ``curve``, ``cost`` or ``zeta``.
 
 float64 uses 13 panels x 16 nodes (208 nodes), float32 13 panels x 12 nodes
 (156 nodes); the leader values of :func:`leader_curve` and :func:`zeta` take 13

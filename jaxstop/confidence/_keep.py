@@ -379,7 +379,9 @@ def keep_count(
     units (see :func:`prob_best`); a problem the dtype cannot represent gives
     ``reason = UNREPRESENTABLE``. Every field is finite whatever the inputs, and
     ``ok`` is never True with a non-finite value. float16 / bfloat16 raise
-    ``TypeError`` naming the argument.
+    ``TypeError`` naming the argument. Not differentiable (JAX cannot differentiate the
+    branches the integrals run behind): for derivatives of ``curve``, ``cost`` or ``zeta``
+    differentiate :func:`confidence_curve`, :func:`prob_best` or :func:`zeta`.
 
     Returns:
         :class:`KeepCount` with ``k``, ``tau``, ``k_star``, the keep mask,
