@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from scipy import special, stats
 
+from _compiles import count_compilations
 from jaxstop import confidence
 from jaxstop._src.status import Reason
 from jaxstop.confidence import _keep, _quadrature
@@ -662,3 +663,27 @@ def test_leader_curve_and_zeta_derivatives_match_quadrature_and_ignore_padding()
                       else jnp.dot(w, confidence.zeta(m, s, delta)), argnums=(0, 1))(mu, sigma)
         np.testing.assert_allclose(gm[:4], g4[0], rtol=1e-12, atol=1e-14)
         np.testing.assert_allclose(gs[:4], g4[1], rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("x64", [False, True])
+def test_weakly_typed_inputs_share_the_compiled_program(x64):
+    # jnp.full(n, 0.05) (as in keep_count's docstring) and jnp.asarray(0.05) are weakly typed;
+    # a jitted kernel compiled one program for them and another for the same values strongly
+    # typed (an array computed from data), so a notebook loop mixing the two compiled twice.
+    # Inputs are now made strong first: one program, and the same results.
+    with jax.enable_x64(x64):
+        dtype = jnp.result_type(float)
+        mu = jnp.linspace(0.3, 0.7, 7, dtype=dtype)
+        strong, weak = jnp.full(7, 0.05, dtype), jnp.full(7, 0.05)
+        assert weak.weak_type and not strong.weak_type and weak.dtype == strong.dtype
+        with count_compilations() as first:
+            k_strong = confidence.keep_count(mu, strong, jnp.asarray(0.01, dtype), jnp.asarray(9.0, dtype))
+            p_strong = confidence.prob_best_batch(mu[None], strong[None])
+        assert first["_keep_count_impl"] == 1 and first["_prob_best_batch_impl"] == 1  # the count sees them
+        with count_compilations() as again:
+            k_weak = confidence.keep_count(mu, weak, 0.01, 9.0)
+            p_weak = confidence.prob_best_batch(mu[None], weak[None])
+            confidence.keep_count(jnp.asarray(mu, dtype), jnp.full(7, 0.06), jnp.asarray(0.02), 8)
+        assert again["_keep_count_impl"] == 0 and again["_prob_best_batch_impl"] == 0, again
+        for a, b in zip(jax.tree_util.tree_leaves((k_strong, p_strong)), jax.tree_util.tree_leaves((k_weak, p_weak))):
+            np.testing.assert_array_equal(a, b)

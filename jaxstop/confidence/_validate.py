@@ -24,7 +24,9 @@ def real_array(x, name: str) -> jax.Array | np.ndarray:
     # jax arrays pass as they are (jnp.asarray of one costs ~15 us, and np.asarray of the
     # caller's array reuses its cached host copy).
     if isinstance(x, (jax.core.Tracer, jax.Array, np.ndarray)):
-        arr = x
+        # a weakly typed array (jnp.full(n, 0.03), jnp.asarray(0.5)) made strong, as every
+        # other input: one compiled program whichever way the caller built the array
+        arr = jnp.asarray(x, x.dtype) if getattr(x, "weak_type", False) else x
     else:
         try:
             arr = jnp.asarray(x)
