@@ -5,6 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from _compiles import count_compilations
 from _oracles import drive
 from jaxstop import policies, sim
 
@@ -453,3 +454,53 @@ def test_bohb_counts_a_diverged_run_among_the_bad_results(dtype):
     for seed in range(3):
         row = int(bohb_density.propose(jax.random.key(seed), cand, st, params, 1, n, m))
         assert row == int(np.argmax(score)) and x[row] <= 0.5
+
+
+@pytest.mark.parametrize("x64", [False, True])
+def test_python_numbers_and_jax_scalars_share_the_compiled_steps(x64):
+    # Python numbers are weakly typed under jit: a loop driven by hand with
+    # make_result(float(loss), ...) compiled every step once more when the loss came from a
+    # jitted training step (a strongly typed scalar), or from Result(loss, ...) built by hand;
+    # so did params._replace(threshold=0.9) against the defaults, eagerly and in sim.run
+    # (the documented way to set params). Such numbers are now made strong (params in the
+    # defaults' dtype): one program each, and the same decisions.
+    with jax.enable_x64(x64):
+        values = error_curves(4)[:9]
+        policy = policies.sh(9, N, eta=3, uq=True, delta_estimate="window")
+        d = policy.default_params()
+        dt = d.threshold.dtype
+
+        def loop(result, params=None):
+            state, key = policy.init(jax.random.key(0), params), jax.random.key(1)
+            for _ in range(9):
+                key, k = jax.random.split(key)
+                job, state = policy.ask(k, state, params)
+                state, _ = policy.tell(state, job, result(float(values[int(job.config), int(job.budget) - 1]), job),
+                                       params)
+            return state
+
+        with count_compilations() as first:
+            ref = loop(lambda v, job: policies.make_result(v, job.budget))
+        assert first["record"] == 1 and first["ask"] == 1  # the count sees the steps
+        with count_compilations() as again:
+            states = [loop(lambda v, job: policies.make_result(jnp.asarray(v, dt), job.budget)),
+                      loop(lambda v, job: policies.Result(v, job.budget, False)),
+                      loop(lambda v, job: policies.make_result(v, job.budget), d._replace(threshold=0.9)),
+                      # the defaults as Python floats, without delta_profile (None: filled in)
+                      loop(lambda v, job: policies.make_result(v, job.budget),
+                           policies.HalvingParams(*(float(v) for v in d[:6])))]
+        assert again.total() == 0, again
+        for state in states:
+            for a, b in zip(jax.tree_util.tree_leaves(ref), jax.tree_util.tree_leaves(state)):
+                np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+        # a float32 policy: under x64 too the Python floats become float32, the defaults' dtype
+        policy = policies.sh(9, N, eta=3, uq=True, delta_estimate="window", dtype=jnp.float32)
+        d = policy.default_params()
+        table = sim.CurveTable(jnp.asarray(values))
+        ref = sim.run(policy, table, jax.random.key(2))
+        with count_compilations() as run_again:
+            tr = sim.run(policy, table, jax.random.key(2), d._replace(threshold=0.9, min_sigma=1e-6))
+        assert run_again["_run"] == 0, run_again
+        assert d.threshold == np.float32(0.9) and d.min_sigma == np.float32(1e-6)  # the same values
+        for a, b in zip(jax.tree_util.tree_leaves(ref), jax.tree_util.tree_leaves(tr)):
+            np.testing.assert_array_equal(np.asarray(a), np.asarray(b))

@@ -88,6 +88,36 @@ def float_array(x, name: str, dtype=None) -> jax.Array:
     return arr
 
 
+def strong(x, like=None):
+    """``x`` strongly typed where JAX would type it weakly: a Python scalar (``0.5``, ``3``,
+    ``True``) as a NumPy 0-d array, a concrete weakly typed JAX array (``jnp.asarray(0.5)``,
+    ``jnp.full(n, 0.5)``) cast to a strong type; anything else (NumPy values, strong arrays,
+    tracers) as it is. A jitted function compiles one program for a weakly typed argument and
+    another for the strong one of the same dtype; inputs made strong share one. The type is
+    ``like``'s dtype (a default value of the same kind: a float for a float) where it is of the
+    same kind, else the one JAX would give ``x``, so the values compute as they would have; a
+    weakly typed ``like`` (a default that is itself weak) leaves ``x`` as it is."""
+    py = type(x) in (bool, int, float)
+    if not (py or (isinstance(x, jax.Array) and x.weak_type and is_concrete(x))) or getattr(like, "weak_type", False):
+        return x
+    own = jax.dtypes.canonicalize_dtype(type(x) if py else x.dtype)
+    dtype = getattr(like, "dtype", None)
+    dtype = dtype if dtype is not None and np.can_cast(own, dtype, casting="same_kind") else own
+    return np.asarray(x, dtype) if py else jax.lax.convert_element_type(x, dtype)
+
+
+def strong_like(tree, like):
+    """:func:`strong` on every leaf of ``tree``, typed as the matching leaf of ``like`` (a
+    pytree of the same structure up to ``None`` fields of ``tree``, e.g. a policy's default
+    params; else, or with ``like`` None, untyped)."""
+    if like is not None:
+        try:
+            return jax.tree_util.tree_map(strong, tree, like, is_leaf=lambda x: x is None)
+        except (ValueError, TypeError):  # another structure: the caller's check names it
+            pass
+    return jax.tree_util.tree_map(strong, tree)
+
+
 def common_float_dtype(*arrays) -> jnp.dtype:
     """The floating dtype all ``arrays`` promote to (at least the default float)."""
     dt = jnp.result_type(*[a.dtype for a in arrays])
@@ -236,22 +266,23 @@ def is_prng_key(x) -> bool:
     return dtype == jnp.uint32 and jnp.shape(x) == (2,)
 
 
-def check_step_args(step: str, args, keyed: bool, num_configs: int | None = None) -> None:
+def check_step_args(step: str, args, keyed: bool, num_configs: int | None = None) -> tuple:
     """The arguments a protocol step checks itself: the key of a ``keyed`` step, and the
     per-job numbers of ``tell`` / ``report``, 0-d (a loss of shape (1,) changed the shape of
     a state's incumbent, or failed inside a step without naming it); a concrete
     ``job.config`` of ``tell`` is a row of the policy's table (``num_configs`` rows) or -1
     (a row beyond the table became random search's incumbent, and was clipped to another
-    candidate by the model-based policies)."""
+    candidate by the model-based policies). Returns ``args`` (strongly typed after the state in
+    an eager call, below)."""
     if keyed:
         check_key(args[0])
-        return
+        return args
     if step == "tell":
         named = {"result.value": getattr(args[2], "value", None), "result.epoch": getattr(args[2], "epoch", None)}
     elif step == "report":
         named = {"epoch": args[2], "value": args[3]}
     else:
-        return
+        named = {}
     for arg, v in named.items():
         if jnp.ndim(v) != 0:
             raise ValueError(f"{step}(): {arg} must be a scalar (shape ()), got shape {jnp.shape(v)}")
@@ -261,6 +292,12 @@ def check_step_args(step: str, args, keyed: bool, num_configs: int | None = None
         if not -1 <= c < num_configs:
             raise ValueError(f"tell(): job.config must be a row of the policy's table, 0..{num_configs - 1} "
                              f"(or -1), got {c}")
+    # the eager call of a loop driven by hand: its Python numbers and weakly typed arrays
+    # (make_result(0.3, ...), report's epoch) made strong, so that a loss from a jitted training
+    # step (strong) reuses the compiled step; traced calls (jaxstop.sim) are left as they are
+    if not is_concrete(*jax.tree_util.tree_leaves(args[1:])):
+        return args
+    return (args[0],) + tuple(strong_like(a, None) for a in args[1:])
 
 
 def check_key(key, name: str = "key", batched: bool = False) -> None:

@@ -244,14 +244,14 @@ def make_job(config, x, budget, start=0) -> Job:
 
 
 def make_result(value, epoch, stopped=False) -> Result:
-    """Builds a :class:`Result` with the protocol's dtypes (e.g. when driving a policy by hand).
+    """Builds a :class:`Result` with the protocol's dtypes, strongly typed (e.g. when driving a policy by hand).
 
     Example:
         >>> r = make_result(0.25, 10)
         >>> float(r.value), int(r.epoch), bool(r.stopped)
         (0.25, 10, False)
     """
-    return Result(jnp.asarray(value), jnp.asarray(epoch, jnp.int32), jnp.asarray(stopped, bool))
+    return Result(jnp.asarray(checks.strong(value)), jnp.asarray(epoch, jnp.int32), jnp.asarray(stopped, bool))
 
 
 # --------------------------------------------------------------------------------------
@@ -458,12 +458,12 @@ class Step:
             *args, params = args
         elif len(args) != self.nargs:
             raise TypeError(f"{self.name}() takes {self.nargs} arguments and optional params, got {len(args)}")
-        checks.check_step_args(self.name, args, self.name in _KEYED, self.num_configs)
+        args = checks.check_step_args(self.name, args, self.name in _KEYED, self.num_configs)
         defaults = self.defaults()
         if params is None:
             params = defaults
         elif self.check is not None and params is not defaults:
-            params = self.check(self.static.value, params)
+            params = self.check(self.static.value, checks.strong_like(params, defaults))
         if self.static.concrete and _concrete((args, params)):
             if self.eager is not None:
                 return self.eager(self.static, *args, params)

@@ -359,6 +359,8 @@ def resolve_params(policy: Policy, params):
     defaults = policy.default_params()
     if params is None or params is defaults:  # the policy's own defaults need no check
         return defaults
+    # Python numbers (defaults()._replace(threshold=0.2)) typed as the defaults: one program for both
+    params = _checks.strong_like(params, defaults)
     check = getattr(policy.init, "check", None)
     if check is not None and type(params) is type(defaults):
         # before the structure test: the check may complete the params (a documented None field)
