@@ -497,7 +497,8 @@ def fit(
         ValueError: Concrete ``X`` outside [0, 1] or not finite, non-finite ``y`` on a
             real row, wrong shapes, invalid settings.
         TypeError: float16 / bfloat16 ``X``, ``y`` or ``init`` (naming it), a ``key`` that is
-            not a PRNG key, an ``optimizer`` that is not an optax transformation.
+            not a PRNG key, an ``optimizer`` that is not an optax transformation, a
+            ``fit_mean`` / ``prior`` / ``warping`` that is not a bool.
         ValueError: ``init`` carries a warping but ``warping`` is False.
 
     Batched and single fits:
@@ -550,7 +551,9 @@ def fit(
                                       and callable(getattr(optimizer, "update", None))):
         raise TypeError(f"optimizer must be an optax gradient transformation (e.g. optax.adam(1e-2)) or None, "
                         f"got {type(optimizer).__name__}")
-    warping = bool(warping)
+    warping = _checks.boolean(warping, "warping")
+    fit_mean = _checks.boolean(fit_mean, "fit_mean")
+    prior = _checks.boolean(prior, "prior")
     if init is None:
         init = _core.default_init(X.shape[1], X.dtype, warping)
     else:
@@ -560,7 +563,7 @@ def fit(
                              "warping=True, or init._replace(log_warp_a=None, log_warp_b=None) to fit without one")
         init = _core.with_warping(init, warping)
     p, info = _fit_jit(key, X, y, mask, init, min_noise, tol, steps=steps, num_restarts=num_restarts,
-                       fit_mean=bool(fit_mean), use_prior=bool(prior), optimizer=optimizer, warping=warping)
+                       fit_mean=fit_mean, use_prior=prior, optimizer=optimizer, warping=warping)
     return GPFit(p, info)
 
 

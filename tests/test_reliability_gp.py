@@ -561,3 +561,12 @@ def test_gradient_of_a_jittered_posterior_holds_its_jitter_fixed():
     g = np.asarray(jax.grad(loss)(t.astype(f32)))
     assert g.dtype == np.float32 and np.all(np.isfinite(g))
     np.testing.assert_allclose(g, _fd(loss_np, t, 1e-5), rtol=1e-2, atol=1e-2 * np.max(np.abs(g)))
+
+
+def test_fit_flags_must_be_bools():
+    # a string is truthy: fit_mean="no", prior="no" and warping="no" once ran the fit of True
+    X, y = smooth_study(n=8)
+    for name in ("fit_mean", "prior", "warping"):
+        with pytest.raises(TypeError, match=f"{name} must be a bool"):
+            gp.fit(X, y, **{name: "no"})
+    assert gp.fit(X, y, steps=2, fit_mean=np.bool_(False)).info.steps >= 1

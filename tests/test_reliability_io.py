@@ -490,3 +490,11 @@ def test_a_like_with_more_or_fewer_leaves_is_refused_naming_the_leaf(saved):
                r"\"\['pair'\]\.b\" is in the file but not in like")
     load_error(path, {**like, "steps": like["steps"] + [like["flag"]]}, "like has 7",
                r"\"\['steps'\]\[2\]\" is in like but not in the file")
+
+
+def test_save_flags_must_be_bools(tmp_path):
+    # compact="no" once wrote the compact format (version 3), sync="no" flushed
+    for name in ("compact", "sync"):
+        with pytest.raises(TypeError, match=f"{name} must be a bool"):
+            jaxstop.save({"a": jnp.ones(3)}, tmp_path / "a.npz", **{name: "no"})
+    assert not (tmp_path / "a.npz").exists()

@@ -504,3 +504,19 @@ def test_python_numbers_and_jax_scalars_share_the_compiled_steps(x64):
         assert d.threshold == np.float32(0.9) and d.min_sigma == np.float32(1e-6)  # the same values
         for a, b in zip(jax.tree_util.tree_leaves(ref), jax.tree_util.tree_leaves(tr)):
             np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_simulator_and_schedule_flags_must_be_bools(tmp_path):
+    # "no" is truthy: batched="no" asked for the batch protocol, progress="no" printed,
+    # return_labels="no" returned labels, halving_schedule(uq="no") bounded SH+'s jobs
+    table = sim.CurveTable(jnp.full((4, 3), 0.5), jnp.ones((4, 3), bool))
+    policy = policies.random_search(4, max_budget=3)
+    with pytest.raises(TypeError, match="batched must be a bool"):
+        sim.run(policy, table, jax.random.key(0), max_jobs=2, batched="no")
+    with pytest.raises(TypeError, match="progress must be a bool"):
+        sim.run_many(policy, table, jax.random.key(0), 2, max_jobs=2, progress="no")
+    with pytest.raises(TypeError, match="return_labels must be a bool"):
+        sim.CurveTable.from_long([0, 1], [1, 1], [0.5, 0.4], return_labels="no")
+    with pytest.raises(TypeError, match="uq must be a bool"):
+        policies.halving_schedule("sh", 9, 9, uq="no")
+    assert sim.run(policy, table, jax.random.key(0), max_jobs=2, batched=np.bool_(False)).incumbent.shape == ()

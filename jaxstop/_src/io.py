@@ -43,6 +43,8 @@ import jax.numpy as jnp
 import numpy as np
 from numpy.lib.npyio import NpzFile
 
+from jaxstop._src import checks as _checks
+
 __all__ = ["FORMAT", "VERSION", "load", "load_tagged", "save", "save_tagged", "stored_specs"]
 
 FORMAT = "jaxstop.pytree"
@@ -157,6 +159,7 @@ def save_tagged(tree, path: str | os.PathLike, tag: str, *, compact: bool = Fals
 
 
 def _save(tree, path, compact: bool, sync: bool, tag: str | None) -> None:
+    compact, sync = _checks.boolean(compact, "compact"), _checks.boolean(sync, "sync")
     paths, leaves, _ = _paths(tree)
     arrays = {
         "__format__": np.asarray(FORMAT),

@@ -309,6 +309,7 @@ def run_many(
         True
     """
     table, max_jobs, batched = check_run_args(policy, table, max_jobs, batched)
+    progress = _checks.boolean(progress, "progress")
     record = check_record(record)
     num_runs = _checks.positive_int(num_runs, "num_runs")
     _checks.check_key(key)

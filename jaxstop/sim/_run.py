@@ -342,7 +342,7 @@ def check_run_args(policy, table, max_jobs, batched):
     max_jobs = _checks.positive_int(max_jobs, "max_jobs")
     if batched is None:
         batched = policy.ask_batch is not None
-    elif batched and policy.ask_batch is None:
+    elif _checks.boolean(batched, "batched") and policy.ask_batch is None:
         raise ValueError("batched=True needs a policy with the batch protocol (policy.ask_batch)")
     return table, max_jobs, bool(batched)
 

@@ -226,6 +226,7 @@ def _column(x, name: str, n: int | None) -> np.ndarray:
 
 def from_long(config, epoch, value, test=None, *, return_labels: bool = False):
     """The records ``(config, epoch, value[, test])`` as a table: :meth:`CurveTable.from_long`."""
+    return_labels = _checks.boolean(return_labels, "return_labels")
     value = _column(value, "value", None)
     n = value.shape[0]
     if n == 0:

@@ -207,6 +207,7 @@ def halving_schedule(
         return HalvingSchedule((), total, jobs, n0, stp)
     if budget is not None or step is not None:
         raise ValueError(f"budget and step are options of subsampling only, not {kind}")
+    uq = _checks.boolean(uq, "uq")
     num_profile = check_num_profile(num_profile, num_configs, uq)
     jobs = sum(sum(round_jobs(b, uq)) for b in brackets) + num_profile
     profile_budget = num_profile * max_budget
