@@ -434,3 +434,19 @@ def test_traced_n0_must_match_the_prefix():
     good = f(4)
     assert bool(good.ok) and int(good.first_epoch) == 5
     assert_void(f(6))
+
+
+@pytest.mark.parametrize("epoch", [None, "12", [[1, 2], [3]]])
+def test_summary_statistic_names_an_epoch_that_is_not_an_integer(epoch):
+    # None and a ragged list failed inside jnp.asarray with JAX's message, naming nothing
+    with pytest.raises(TypeError, match="epoch must be an integer"):
+        bos.summary_statistic(jnp.full(12, 0.4), epoch, 8)
+
+
+@pytest.mark.parametrize("name", ["values", "mask"])
+def test_backward_induction_names_values_or_mask_that_are_not_arrays(name):
+    # None or a string failed inside jnp.asarray with JAX's message, naming nothing
+    args = dict(values=jnp.full((40, 3), 0.4), mask=jnp.ones(40, bool))
+    args[name] = None if name == "values" else "all"
+    with pytest.raises(TypeError, match=f"{name} must be a"):
+        bos.backward_induction(args["values"], args["mask"], 0.3, 100.0, 99.0, 1.0)

@@ -687,3 +687,10 @@ def test_weakly_typed_inputs_share_the_compiled_program(x64):
         assert again["_keep_count_impl"] == 0 and again["_prob_best_batch_impl"] == 0, again
         for a, b in zip(jax.tree_util.tree_leaves((k_strong, p_strong)), jax.tree_util.tree_leaves((k_weak, p_weak))):
             np.testing.assert_array_equal(a, b)
+
+
+def test_effective_mask_reads_integer_inputs_as_prob_best_does():
+    # an integer sigma failed inside NumPy's finfo ("not inexact"); prob_best takes it
+    mu, sigma = jnp.array([1, 2, 3, 4]), jnp.array([1, 0, 2, -1])
+    assert confidence.effective_mask(mu, sigma).tolist() == [True, False, True, False]
+    assert confidence.effective_mask(mu.astype(jnp.float32), sigma).tolist() == [True, False, True, False]

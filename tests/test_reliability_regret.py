@@ -862,3 +862,16 @@ def test_regret_bound_gradient_with_refinement_is_the_partial_derivative_at_its_
     want = [(at_points(t + e) - at_points(t - e)) / (2 * h) for e in np.eye(4) * h]
     np.testing.assert_allclose(g_t, want, atol=1e-6)
     np.testing.assert_allclose(g_b, (at_points(t, beta + h) - at_points(t, beta - h)) / (2 * h), atol=1e-6)
+
+
+def test_patience_and_masks_that_are_not_arrays_are_named():
+    # None / a string failed inside jnp.asarray with JAX's message, naming nothing
+    best = jnp.array([0.5, 0.4, 0.4, 0.4])
+    for patience in (None, "2"):
+        with pytest.raises(TypeError, match="patience must be an int"):
+            regret.convergence_stop(best, patience)
+    with pytest.raises(TypeError, match="mask must be a bool array"):
+        regret.top_mask(best, "all")
+    X = jnp.full((4, 1), 0.5)
+    with pytest.raises(TypeError, match="mask must be a bool array"):
+        gp.posterior(gp.params(1.0, [0.5], 0.1), X, best, "all")

@@ -161,7 +161,10 @@ def mask_array(mask, shape: tuple[int, ...], name: str = "mask") -> jax.Array:
     """Validates a boolean validity mask of ``shape``; ``None`` means all valid."""
     if mask is None:
         return jnp.ones(shape, dtype=bool)
-    m = mask if isinstance(mask, jax.Array) else jnp.asarray(mask)
+    try:
+        m = mask if isinstance(mask, jax.Array) else jnp.asarray(mask)
+    except (TypeError, ValueError) as err:  # a string, a ragged list
+        raise TypeError(f"{name} must be a bool array of shape {tuple(shape)}, got {type(mask).__name__}") from err
     if m.dtype != jnp.bool_:
         raise TypeError(f"{name} must have dtype bool, got {m.dtype}")
     if m.shape != tuple(shape):

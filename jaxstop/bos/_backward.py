@@ -194,7 +194,10 @@ def backward_induction(
                if v is None]
     if missing:
         raise TypeError(f"backward_induction() missing required argument(s): {missing}")
-    values = jnp.asarray(values)
+    try:
+        values = jnp.asarray(values)
+    except (TypeError, ValueError) as err:  # None, a string, a ragged list
+        raise TypeError(f"values must be a floating array of shape (num_paths, T), got {type(values).__name__}") from err
     if not jnp.issubdtype(values.dtype, jnp.floating):
         raise TypeError(f"values must be floating point, got dtype {values.dtype}")
     values = checks.float_array(values, "values")
@@ -202,7 +205,10 @@ def backward_induction(
         raise ValueError(f"values must have shape (num_paths, T), got shape {values.shape}")
     if values.shape[1] < 1:
         raise ValueError(f"values must hold at least one simulated epoch (T >= 1), got shape {values.shape}")
-    mask = jnp.asarray(mask)
+    try:
+        mask = jnp.asarray(mask)
+    except (TypeError, ValueError) as err:
+        raise TypeError(f"mask must be a boolean array of shape (num_paths,), got {type(mask).__name__}") from err
     if mask.shape != values.shape[:1]:
         raise ValueError(f"mask must have shape (num_paths,) = {values.shape[:1]}, got {mask.shape}")
     if mask.dtype != jnp.bool_:

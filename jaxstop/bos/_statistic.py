@@ -113,7 +113,12 @@ def summary_statistic(errors: ArrayLike, epoch: ArrayLike, n0: int, *, statistic
         raise ValueError(f"errors must have an epochs axis with at least one epoch, got shape {errors.shape}")
     n0 = checks.positive_int(n0, "n0", 0)
     statistic = resolve_statistic(statistic)
-    epoch = jnp.asarray(int32_epoch(epoch))
+    if isinstance(epoch, (str, bytes)):
+        raise TypeError(f"epoch must be an integer, got {type(epoch).__name__}")
+    try:
+        epoch = jnp.asarray(int32_epoch(epoch))
+    except (TypeError, ValueError) as err:  # None, a ragged list
+        raise TypeError(f"epoch must be an integer, got {type(epoch).__name__}") from err
     if not jnp.issubdtype(epoch.dtype, jnp.integer):
         raise TypeError(f"epoch must be an integer, got dtype {epoch.dtype}")
     try:

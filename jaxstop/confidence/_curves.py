@@ -115,6 +115,8 @@ def effective_mask(mu: ArrayLike, sigma: ArrayLike, mask: ArrayLike | None = Non
         raise ValueError(
             f"mu and sigma must have the same shape (n,), got {mu.shape} and {sigma.shape}"
         )
+    dtype = jnp.result_type(mu, sigma, 1.0)  # integer inputs as prob_best reads them
+    mu, sigma = mu.astype(dtype), sigma.astype(dtype)
     if mask is None:
         mask = jnp.ones(mu.shape, bool)
     mask = jnp.asarray(mask)

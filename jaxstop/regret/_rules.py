@@ -114,7 +114,10 @@ def convergence_stop(
     _args.rows(best, "best_so_far")
     mask = _checks.mask_array(mask, best.shape)
     _args.no_nan_where(best, mask, "best_so_far")
-    patience = jnp.asarray(patience)
+    try:
+        patience = jnp.asarray(patience)
+    except (TypeError, ValueError) as err:  # None, a string, a ragged list
+        raise TypeError(f"patience must be an int or a 1-D int array, got {type(patience).__name__}") from err
     if not jnp.issubdtype(patience.dtype, jnp.integer) or patience.ndim > 1:
         raise TypeError(f"patience must be an int or a 1-D int array, got {patience.dtype} of shape {patience.shape}")
     if _checks.is_concrete(patience) and np.any(np.asarray(patience) < 1):
