@@ -520,3 +520,14 @@ def test_simulator_and_schedule_flags_must_be_bools(tmp_path):
     with pytest.raises(TypeError, match="uq must be a bool"):
         policies.halving_schedule("sh", 9, 9, uq="no")
     assert sim.run(policy, table, jax.random.key(0), max_jobs=2, batched=np.bool_(False)).incumbent.shape == ()
+
+
+def test_curve_lengths_names_a_table_that_is_not_one():
+    # an AttributeError about .mask, or an IndexError for 1-D values, came from inside
+    with pytest.raises(TypeError, match="table must be a jaxstop.sim.CurveTable"):
+        sim.curve_lengths(None)
+    with pytest.raises(ValueError, match="table.values must be 2-D"):
+        sim.curve_lengths(sim.CurveTable(jnp.ones(3)))
+    table = sim.CurveTable([[0.5, 0.4, 0.3]], np.array([[True, True, False]]))
+    assert sim.curve_lengths(table).tolist() == [2]
+    assert sim.curve_lengths(sim.CurveTable([[0.5, 0.4, 0.3]])).tolist() == [3]

@@ -127,7 +127,7 @@ class Posterior(NamedTuple):
         params: The hyperparameters used.
         X: Training inputs in the kernel's coordinates, shape (n, d): the inputs
             themselves, or their warping ``w(X)`` when ``params`` carry one
-            (:func:`warp_inputs`); padded rows hold 0 (made inert), or ``w(0)``.
+            (:func:`jaxstop.gp.warp`); padded rows hold 0 (made inert), or ``w(0)``.
         mask: Which rows are real, shape (n,).
         chol: Lower Cholesky factor of the masked Gram matrix, shape (n, n); padded
             rows and columns are those of the identity.

@@ -289,7 +289,7 @@ def summarize(trace: Trace, table: CurveTable, *, budget_grid: Any = None,
         budget_grid: Cumulative budgets, shape (num_grid,), finite, >= 0, non-decreasing;
             or an int, the number of evenly spaced points from 0 to the largest budget any
             study spent (point ``i`` is ``i B / (num_grid - 1)``, exact where that is a whole
-            budget); default :data:`DEFAULT_GRID_POINTS`. Pass one grid to compare
+            budget); default 101 points. Pass one grid to compare
             several policies at the same budgets.
         quantiles: Quantile levels in [0, 1].
 

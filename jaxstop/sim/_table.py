@@ -141,10 +141,18 @@ class CurveTable(NamedTuple):
 
 
 def curve_lengths(table: CurveTable) -> jax.Array:
-    """Number of valid budget units of every curve, shape (num_configs,) int32."""
+    """Number of valid budget units of every curve, shape (num_configs,) int32.
+
+    Raises ``TypeError`` for a ``table`` that is not a :class:`CurveTable` and ``ValueError``
+    for ``table.values`` that are not 2-D."""
+    if not isinstance(table, CurveTable):
+        raise TypeError(f"table must be a jaxstop.sim.CurveTable, got {type(table).__name__}")
+    shape = np.shape(table.values)
+    if len(shape) != 2:
+        raise ValueError(f"table.values must be 2-D with shape (num_configs, max_budget), got shape {shape}")
     if table.mask is None:
-        return jnp.full(table.values.shape[:1], table.values.shape[1], jnp.int32)
-    return jnp.sum(table.mask, axis=1).astype(jnp.int32)
+        return jnp.full(shape[:1], shape[1], jnp.int32)
+    return jnp.sum(jnp.asarray(table.mask), axis=1).astype(jnp.int32)
 
 
 def check_table(table: CurveTable) -> CurveTable:
