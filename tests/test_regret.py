@@ -555,7 +555,7 @@ def test_ryc_rtc():
 # ------------------------------------------------------------------- replay
 T_R, D_R, K_R = 30, 2, 5
 PAPER = regret.CONVENTIONS["paper"]
-REPLAY_KW = dict(min_points=10, min_evaluations=20, candidates=128, num_segments=1)
+REPLAY_KW = dict(min_points=10, min_evaluations=20, options=regret.ReplayOptions(candidates=128, num_segments=1))
 
 
 def _trace(seed):
@@ -632,7 +632,7 @@ def test_replay_loop_scan_vmap_and_padding():
     folds[3, 2] = np.nan  # masked NaN fold: documented masking
     fold_mask[3, 2] = False
     values[3] = folds[3][fold_mask[3]].mean()
-    res = regret.replay(jnp.asarray(X), jnp.asarray(values), jnp.asarray(folds), key=key,
+    res = regret.replay(key, jnp.asarray(X), jnp.asarray(values), jnp.asarray(folds),
                         fold_mask=jnp.asarray(fold_mask), **REPLAY_KW)
     loop = _loop_replay(key, jnp.asarray(X), jnp.asarray(values), folds, fold_mask)
     rows = slice(19, T_R)
@@ -667,7 +667,7 @@ def test_replay_loop_scan_vmap_and_padding():
     fb[pad:] = np.nan
     masks = np.stack([np.ones(T_R, bool), np.arange(T_R) < pad])
     fmasks = np.stack([fold_mask, fold_mask & (np.arange(T_R) < pad)[:, None]])
-    batched = jax.vmap(lambda c, v, f, m, fm: regret.replay(c, v, f, key=key, mask=m, fold_mask=fm, **REPLAY_KW))(
+    batched = jax.vmap(lambda c, v, f, m, fm: regret.replay(key, c, v, f, mask=m, fold_mask=fm, **REPLAY_KW))(
         jnp.asarray(np.stack([X, Xb])), jnp.asarray(np.stack([values, vb])), jnp.asarray(np.stack([folds, fb])),
         jnp.asarray(masks), jnp.asarray(fmasks))
     first = jax.tree_util.tree_map(lambda a: a[0], batched)
@@ -703,7 +703,7 @@ def test_replay_loop_scan_vmap_and_padding():
     args = (jnp.asarray(X), jnp.asarray(values) + 0.1, jnp.asarray(folds))
     key9, fmask = jax.random.key(9), jnp.asarray(fold_mask)
     with count_compilations() as compiled:
-        regret.replay(*args, key=key9, fold_mask=fmask, **REPLAY_KW)
+        regret.replay(key9, *args, fold_mask=fmask, **REPLAY_KW)
     assert compiled.total() == 0, compiled
 
 
@@ -711,31 +711,31 @@ def test_replay_bad_inputs():
     X, values, folds = _trace(1)
     key = jax.random.key(0)
     with pytest.raises(ValueError, match="same number of rows"):
-        regret.replay(X[:-1], values, folds, key=key)
+        regret.replay(key, X[:-1], values, folds)
     with pytest.raises(ValueError, match="at least 2 folds"):
-        regret.replay(X, values, folds[:, :1], key=key)
+        regret.replay(key, X, values, folds[:, :1])
     bad = folds.copy()
     bad[4, 1] = np.nan
     with pytest.raises(ValueError, match="fold_scores has 1 non-finite"):
-        regret.replay(X, values, bad, key=key)
+        regret.replay(key, X, values, bad)
     with pytest.raises(ValueError, match="at least 2 real folds"):
         fm = np.ones(folds.shape, bool)
         fm[2, 1:] = False
-        regret.replay(X, values, folds, key=key, fold_mask=fm)
+        regret.replay(key, X, values, folds, fold_mask=fm)
     with pytest.raises(ValueError, match="values has 1 non-finite"):
         v = values.copy()
         v[0] = np.nan
-        regret.replay(X, v, folds, key=key)
+        regret.replay(key, X, v, folds)
     with pytest.raises(ValueError, match="configs must lie in the unit cube"):
-        regret.replay(X + 1, values, folds, key=key)
+        regret.replay(key, X + 1, values, folds)
     with pytest.raises(ValueError, match="convention"):
-        regret.replay(X, values, folds, key=key, convention="mine")
+        regret.replay(key, X, values, folds, convention="mine")
     with pytest.raises(TypeError, match="unexpected keyword"):
-        regret.replay(X, values, folds, key=key, refine=3)
+        regret.replay(key, X, values, folds, refine=3)
     with pytest.raises(ValueError, match="padded"):
-        regret.replay(X, values, folds, key=key, dim_mask=np.array([True, False]))
+        regret.replay(key, X, values, folds, dim_mask=np.array([True, False]))
     with pytest.raises(ValueError, match="ei must have shape"):
-        regret.replay(X, values, folds, key=key, ei=np.zeros(3))
+        regret.replay(key, X, values, folds, ei=np.zeros(3))
 
 
 def test_fit_regret_bound_top_set_and_units(rng):
@@ -743,7 +743,7 @@ def test_fit_regret_bound_top_set_and_units(rng):
     key = jax.random.key(1)
     fb = regret.fit_regret_bound(key, jnp.asarray(X), jnp.asarray(y), jnp.ones(T_R, bool), fraction=0.5,
                                  min_points=10, candidates=128, beta_t="evaluations",
-                                 refine_steps=PAPER["refine_steps"], fit_steps=6)
+                                 options=regret.FitOptions(refine_steps=PAPER["refine_steps"], fit_steps=6))
     np.testing.assert_array_equal(np.asarray(fb.top), np.asarray(regret.top_mask(jnp.asarray(y), min_points=10)))
     assert int(fb.num_top) == 15
     sel = np.asarray(fb.top)
@@ -863,8 +863,9 @@ def test_fit_stops_once_converged_and_vmap_agrees(rng):
     studies fitted one by one."""
     studies = [study(rng, 60, 3, noise=0.02 + 0.05 * i) for i in range(4)]
     key = jax.random.key(0)
-    full = [regret.fit_regret_bound(key, X, y, fit_steps=60, fit_tol=0.0) for X, y in studies]
-    early = [regret.fit_regret_bound(key, X, y, fit_steps=60, fit_tol=1e-4) for X, y in studies]
+    opts = regret.FitOptions(fit_steps=60, fit_tol=0.0)
+    full = [regret.fit_regret_bound(key, X, y, options=opts) for X, y in studies]
+    early = [regret.fit_regret_bound(key, X, y, options=opts._replace(fit_tol=1e-4)) for X, y in studies]
     for a, b in zip(full, early):
         assert int(a.fit_info.steps) == 60
         assert 1 < int(b.fit_info.steps) < 60
@@ -873,7 +874,7 @@ def test_fit_stops_once_converged_and_vmap_agrees(rng):
     assert len({int(b.fit_info.steps) for b in early}) > 1
     # the default fit_tol (1e-2, Optuna's gradient tolerance) given enough steps
     for a, (X, y) in zip(full, studies):
-        d = regret.fit_regret_bound(key, X, y, fit_steps=60)
+        d = regret.fit_regret_bound(key, X, y, options=regret.FitOptions(fit_steps=60))
         assert int(d.fit_info.steps) < 60
         assert float(d.bound.bound) == pytest.approx(float(a.bound.bound), rel=1e-3)
     X = jnp.stack([jnp.asarray(X) for X, _ in studies])
@@ -881,7 +882,8 @@ def test_fit_stops_once_converged_and_vmap_agrees(rng):
     tol = 1e-4
 
     def fit_batch(steps):
-        return jax.vmap(lambda X, y: regret.fit_regret_bound(key, X, y, fit_steps=steps, fit_tol=tol))(X, Y)
+        opts = regret.FitOptions(fit_steps=steps, fit_tol=tol)
+        return jax.vmap(lambda X, y: regret.fit_regret_bound(key, X, y, options=opts))(X, Y)
 
     batch = fit_batch(60)
     # Vmapped and single fits are different programs: a rounding-level difference can change
@@ -894,7 +896,8 @@ def test_fit_stops_once_converged_and_vmap_agrees(rng):
     # and the bound moves by at most ||db/dpsi|| times that.
     for s, ((Xs, ys), one) in enumerate(zip(studies, early)):
         steps_b = int(batch.fit_info.steps[s])
-        runs = [(one, regret.fit_regret_bound(key, Xs, ys, fit_steps=int(one.fit_info.steps) - 1, fit_tol=tol)),
+        opts = regret.FitOptions(fit_steps=int(one.fit_info.steps) - 1, fit_tol=tol)
+        runs = [(one, regret.fit_regret_bound(key, Xs, ys, options=opts)),
                 (jax.tree_util.tree_map(lambda a, s=s: a[s], batch),
                  jax.tree_util.tree_map(lambda a, s=s: a[s], fit_batch(steps_b - 1)))]
         for end, before in runs:
@@ -907,7 +910,7 @@ def test_fit_stops_once_converged_and_vmap_agrees(rng):
         assert float(batch.bound.bound[s]) == pytest.approx(float(one.bound.bound),
                                                             abs=np.linalg.norm(db) * dpsi)
     with pytest.raises(ValueError, match="fit_tol"):
-        regret.fit_regret_bound(key, *studies[0], fit_tol=-1.0)
+        regret.fit_regret_bound(key, *studies[0], options=regret.FitOptions(fit_tol=-1.0))
 
 
 def test_warm_inverse_hessian_converges_in_fewer_steps(rng):
@@ -916,7 +919,7 @@ def test_warm_inverse_hessian_converges_in_fewer_steps(rng):
     the steps taken from the params alone; an unusable matrix (zeros, NaN) is exactly the
     start from the params alone (identity curvature)."""
     key = jax.random.key(3)
-    kw = dict(fit_steps=60, fit_tol=1e-4, candidates=64, refine_steps=0)
+    kw = dict(candidates=64, options=regret.FitOptions(fit_steps=60, fit_tol=1e-4, refine_steps=0))
     steps_h, steps_p = [], []
     for i in range(4):
         X, y = study(rng, 80, 3, noise=0.02 + 0.03 * i)
@@ -926,7 +929,8 @@ def test_warm_inverse_hessian_converges_in_fewer_steps(rng):
         assert H.shape == (6, 6)
         np.testing.assert_allclose(H, H.T, rtol=1e-8, atol=1e-12)
         assert np.all(np.linalg.eigvalsh(0.5 * (H + H.T)) > 0)  # BFGS keeps it positive definite
-        full = regret.fit_regret_bound(key, X, y, fit_steps=200, fit_tol=0.0, candidates=64, refine_steps=0)
+        full = regret.fit_regret_bound(key, X, y, candidates=64,
+                                       options=regret.FitOptions(fit_steps=200, fit_tol=0.0, refine_steps=0))
         with_h = regret.fit_regret_bound(key, X, y, init=prev.params, init_inv_hessian=prev.inv_hessian, **kw)
         params_only = regret.fit_regret_bound(key, X, y, init=prev.params, **kw)
         # (from the params alone the first steps can overshoot into a poorer optimum:
@@ -1010,7 +1014,7 @@ def test_fit_regret_bound_fixed_capacity_matches_exact_size_without_recompiling(
     cand = jnp.asarray(rng.uniform(size=(64, d)))
     # (no refinement: its accept tests compare nearly equal LCB values, so rounding-level
     # differences can send an unconverged local search down another path)
-    kw = dict(candidates=cand, fit_steps=100, fit_tol=0.0, min_points=10, refine_steps=0)
+    kw = dict(candidates=cand, min_points=10, options=regret.FitOptions(fit_steps=100, fit_tol=0.0, refine_steps=0))
     padded_compiles, exact_compiles = 0, 0
     for n in (25, 41, 60):
         mask = jnp.arange(cap) < n
@@ -1053,7 +1057,7 @@ def test_fit_regret_bound_in_float32_matches_float64(rng):
 
     def run(dtype):
         f = jax.vmap(lambda k, X, y: regret.fit_regret_bound(k, X, y, candidates=jnp.asarray(cand, dtype),
-                                                             fit_steps=100, fit_tol=1e-4))
+                                                             options=regret.FitOptions(fit_steps=100, fit_tol=1e-4)))
         return f(keys, jnp.asarray(X, dtype), jnp.asarray(y, dtype))
 
     r32, r64 = run(jnp.float32), run(jnp.float64)
@@ -1085,6 +1089,10 @@ def test_replay_key_first_and_options_match_the_deprecated_forms():
     with pytest.warns(DeprecationWarning, match="ReplayOptions"):  # a keyword goes on top of options
         both = regret.replay(key, X, values, folds, min_points=10, options=opts._replace(fit_steps=9), fit_steps=3)
     chex.assert_trees_all_equal(new, both)
+    with pytest.warns(DeprecationWarning, match=r"\['candidates'\].*ReplayOptions\(candidates="):  # a count: old form
+        count = regret.replay(key, X, values, folds, min_points=10, options=opts._replace(candidates=512),
+                              candidates=128)
+    chex.assert_trees_all_equal(new, count)
     assert checks.is_prng_key(key) and checks.is_prng_key(jax.random.PRNGKey(0))
     assert not checks.is_prng_key(X) and not checks.is_prng_key(np.zeros(2))
     with pytest.raises(TypeError, match="first argument"):
