@@ -315,6 +315,20 @@ def test_best_value_is_a_deprecated_alias_of_incumbent_value():
         assert float(state.best_value) == 0.25
 
 
+def test_every_deprecated_field_alias_warns_and_reads_incumbent_value():
+    """Each state / info field kept under its old name (best_value, inc_value) warns and
+    reads incumbent_value."""
+    aliases = [(cls, name) for cls in vars(policies).values() if isinstance(cls, type)
+               for name, prop in vars(cls).items()
+               if isinstance(prop, property) and (prop.__doc__ or "").startswith("Deprecated alias")]
+    assert {(c.__name__, n) for c, n in aliases} >= {("HalvingState", "inc_value"), ("BoBosInfo", "best_value"),
+                                                    ("AutoTerminationInfo", "best_value")}
+    for cls, name in aliases:
+        obj = cls(*range(len(cls._fields)))
+        with pytest.warns(DeprecationWarning, match=rf"^{cls.__name__}\.{name} is deprecated.*use \.incumbent_value"):
+            assert getattr(obj, name) == obj.incumbent_value
+
+
 def test_policy_steps_document_themselves():
     """help(policy.tell) shows what the step does, with the protocol's signature."""
     import inspect

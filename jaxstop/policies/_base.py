@@ -60,7 +60,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import warnings
 from typing import Any, Callable, NamedTuple, Optional, Protocol
 
 import jax
@@ -594,7 +593,8 @@ def renamed_field(new: str, old: str) -> property:
     is deprecated (kept for one release)."""
 
     def get(self):
-        warnings.warn(f"{type(self).__name__}.{old} is deprecated, use .{new}", DeprecationWarning, stacklevel=2)
+        checks.deprecated(f"{type(self).__name__}.{old} is deprecated and will be removed in the next release; "
+                          f"use .{new}", stacklevel=3)
         return getattr(self, new)
 
     return property(get, doc=f"Deprecated alias of ``{new}``.")
