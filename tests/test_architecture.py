@@ -4,7 +4,8 @@
   the internal layer ``jaxstop._src`` is used, and ``_src`` imports nothing public;
 * every file of the package is named in ARCHITECTURE.md;
 * each public module's ``__all__`` lists exactly the public names it defines or re-exports
-  (``from x import name as name``).
+  (``from x import name as name``);
+* every deprecation warning goes through ``checks.deprecated`` with the phrase pytest errors on.
 """
 
 import ast
@@ -113,3 +114,32 @@ def test_public_modules_all_lists_exactly_their_public_names():
             bad.append(f"{name}: __all__ lacks {sorted(public - set(listed))}, "
                        f"lists undefined {sorted(set(listed) - public)}")
     assert not bad, "\n".join(bad)
+
+
+def _text(node) -> str:
+    """The literal text of a str or f-string expression, ``{}`` for each placeholder."""
+    if isinstance(node, ast.Constant):
+        return str(node.value)
+    if isinstance(node, ast.JoinedStr):
+        return "".join(_text(v) if isinstance(v, ast.Constant) else "{}" for v in node.values)
+    return ""
+
+
+def test_deprecations_go_through_one_function_with_the_phrase_pytest_errors_on():
+    """Only checks.deprecated raises DeprecationWarning, and every message passed to it says
+    "is deprecated and will be removed in the next release", which pyproject's filterwarnings
+    turns into an error: a test that uses a deprecated form outside ``pytest.warns`` fails."""
+    phrase = "is deprecated and will be removed in the next release"
+    assert f'"error:.*{phrase}:DeprecationWarning"' in (ROOT / "pyproject.toml").read_text()
+    bad, calls = [], 0
+    for path, name, _ in _modules():
+        for node in ast.walk(ast.parse(path.read_text())):
+            where = f"{path.relative_to(ROOT)}:{getattr(node, 'lineno', 0)}"
+            if isinstance(node, ast.Name) and node.id == "DeprecationWarning" and name != "jaxstop._src.checks":
+                bad.append(f"{where} raises DeprecationWarning itself (use checks.deprecated)")
+            elif isinstance(node, ast.Call) and "deprecated" in (getattr(node.func, "attr", None),
+                                                                 getattr(node.func, "id", None)):
+                calls += 1
+                if phrase not in _text(node.args[0]):
+                    bad.append(f"{where}: the message does not say {phrase!r}")
+    assert calls >= 4 and not bad, "\n".join(bad)
