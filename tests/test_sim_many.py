@@ -320,7 +320,7 @@ def test_a_killed_run_resumes_bit_identically(tmp_path):
         proc.send_signal(signal.SIGKILL)
     finally:
         proc.kill()
-        proc.wait()
+        proc.communicate()  # reaps it and closes its pipes
     written = sorted(p.name for p in ckpt.glob("chunk_*.npz"))
     assert 3 <= len(written) < 20
     policy = policies.sh(NUM, T)
