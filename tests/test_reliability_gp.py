@@ -525,11 +525,13 @@ def test_gradients_of_predictions_at_the_training_inputs_match_finite_difference
     t = np.array([np.log(amp), *np.log(ls), np.log(noise)])
     want = _fd(lambda t: loss_np(Xq, amp=np.exp(t[0]), ls=np.exp(t[1:3]), noise=np.exp(t[3])), t, 1e-5)
     np.testing.assert_allclose([g_p.log_amplitude, *g_p.log_lengthscales, g_p.log_noise], want, atol=1e-6)
-    # forward mode and vmap agree with reverse mode
+    # forward mode and vmap agree with reverse mode: other programs for the same derivative,
+    # apart by the rounding of the solves with the Gram matrix, whose condition number is at
+    # most (n amp + noise) / noise ~ 8e2 here: ~ kappa n eps64 ~ 1.4e-12 relative; rtol 1e-10
     fwd = jax.jacfwd(loss, argnums=2)(p, X_pad, Xq)
-    np.testing.assert_allclose(fwd, g_q, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(fwd, g_q, rtol=1e-10, atol=1e-12)
     batched = jax.vmap(jax.grad(loss, argnums=2), in_axes=(None, None, 0))(p, X_pad, jnp.stack([Xq, Xq]))
-    np.testing.assert_allclose(batched[1], g_q, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(batched[1], g_q, rtol=1e-10, atol=1e-12)
 
 
 def test_gradient_of_a_jittered_posterior_holds_its_jitter_fixed():

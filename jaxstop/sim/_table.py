@@ -145,21 +145,26 @@ def curve_lengths(table: CurveTable) -> jax.Array:
 
     Raises ``TypeError`` for a ``table`` that is not a :class:`CurveTable` and ``ValueError``
     for ``table.values`` that are not 2-D."""
-    if not isinstance(table, CurveTable):
-        raise TypeError(f"table must be a jaxstop.sim.CurveTable, got {type(table).__name__}")
-    shape = np.shape(table.values)
-    if len(shape) != 2:
-        raise ValueError(f"table.values must be 2-D with shape (num_configs, max_budget), got shape {shape}")
+    shape = _table_shape(table)
     if table.mask is None:
         return jnp.full(shape[:1], shape[1], jnp.int32)
     return jnp.sum(jnp.asarray(table.mask), axis=1).astype(jnp.int32)
 
 
-def check_table(table: CurveTable) -> CurveTable:
+def _table_shape(table) -> tuple[int, ...]:
+    """``table.values``' shape; ``TypeError`` for a ``table`` that is not a :class:`CurveTable`,
+    ``ValueError`` for values that are not 2-D."""
     if not isinstance(table, CurveTable):
         raise TypeError(f"table must be a jaxstop.sim.CurveTable, got {type(table).__name__}")
+    shape = np.shape(table.values)  # of a list too, and of a tracer
+    if len(shape) != 2:
+        raise ValueError(f"table.values must be 2-D with shape (num_configs, max_budget), got shape {shape}")
+    return shape
+
+
+def check_table(table: CurveTable) -> CurveTable:
+    _table_shape(table)
     values = _checks.float_array(table.values, "table.values")
-    _checks.check_rank(values, 2, "table.values", "with shape (num_configs, max_budget)")
     if values.shape[0] < 1 or values.shape[1] < 1:
         raise ValueError(f"table.values must be non-empty, got shape {values.shape}")
     mask = _checks.mask_array(table.mask, values.shape, "table.mask")
