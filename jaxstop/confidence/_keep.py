@@ -19,7 +19,8 @@ from jaxstop._src import checks
 from jaxstop._src.batching import gated_cond
 from jaxstop._src.status import Reason, all_finite, first_reason
 from jaxstop.confidence._curves import curve_from_sorted, normalise, sort_order
-from jaxstop.confidence._quadrature import leader_kernel, prob_best_kernel, prob_best_unrepresentable
+from jaxstop.confidence._quadrature import (leader_kernel, prob_best_kernel, prob_best_unrepresentable,
+                                             probability_resolution)
 from jaxstop.confidence._validate import is_concrete, prepare, prepare_delta, real_array, valid_mask
 
 # Shrunk sigma in zeta never goes below this fraction of sigma.
@@ -175,7 +176,13 @@ def _choose_k(cost, gain, curve, num_valid, rule: str):
     ``P_k >= P_{k*}`` is decided on the tail sums ``1 - P_k = sum_{j > k} cost_j``, summed
     from the far end: near ``P = 1`` the curve saturates at 1 after rounding, and which
     ``k`` first rounds to 1 depends on the last bit of the inputs; the tail sums keep
-    full relative precision there.
+    full relative precision there. A tail counts as above ``1 - P_{k*}`` only by more than
+    the quadrature's resolution, ``num_valid`` times
+    :func:`~jaxstop.confidence._quadrature.probability_resolution` (about 1.6e-17 for 64
+    candidates in float64): probabilities below it are not resolved, and a batch of problems
+    and a single one (which skip different nodes) give them different values, or 0, so
+    counting them would make ``k`` depend on the program (ranks 18 or 32 kept of 34 in one
+    round of Hyperband+ on real curves).
     """
     n = cost.shape[0]
     dtype = cost.dtype
@@ -199,7 +206,8 @@ def _choose_k(cost, gain, curve, num_valid, rule: str):
     k_star = jnp.where(has, k_star, 0).astype(jnp.int32)
     tau = jnp.where(has, curve[jnp.maximum(k_star - 1, 0)], jnp.zeros((), dtype))
     after = jnp.concatenate([jnp.cumsum(cost[::-1])[::-1][1:], jnp.zeros((1,), dtype)])  # 1 - P_k
-    below = after > after[jnp.maximum(k_star - 1, 0)]
+    resolution = num_valid.astype(dtype) * probability_resolution(dtype)
+    below = after > after[jnp.maximum(k_star - 1, 0)] + resolution
     k_keep = jnp.where(has, jnp.sum(in_range & below) + 1, 0).astype(jnp.int32)
     return k_keep, k_star, tau
 
@@ -329,7 +337,10 @@ def keep_count(
 
     ``k*`` is where the two balance (Eq. 7), ``tau = P_{k*}``, and the round
     keeps ``k = min {k : P_k >= tau}``. ``k <= k*``, and ``k < k*`` only where
-    the candidates ranked between have probability exactly 0: the comparison is
+    the candidates ranked between have together a probability below the resolution of
+    the quadrature (``num_valid`` times 2.5e-19 in float64, 1.2e-11 in float32: the
+    most its cuts can drop from one probability; below it, a batch and a single problem
+    may compute different values, or 0): the comparison is
     made on ``1 - P_k``, summed from the far end of the ranking, which keeps full
     precision where ``P_k`` is within rounding of 1 (the curve itself saturates at
     1 there, and where it first does would depend on the inputs' last bits). The
@@ -355,7 +366,7 @@ def keep_count(
     ``k = 1`` cannot be dropped. No crossing: gain above cost everywhere gives
     ``k* = 1`` (keep the top candidate); cost at or above gain everywhere
     (e.g. ``delta_sigma <= 0`` or ``R = 0``) gives ``k* = n``, ``tau = 1``,
-    which keeps every candidate whose probability is not 0 at working precision.
+    which keeps every candidate whose probability is above the quadrature's resolution.
 
     Args:
         mu: Current validation losses (means of the converged losses), shape (n,).
