@@ -696,3 +696,22 @@ def test_effective_mask_reads_integer_inputs_as_prob_best_does():
     mu, sigma = jnp.array([1, 2, 3, 4]), jnp.array([1, 0, 2, -1])
     assert confidence.effective_mask(mu, sigma).tolist() == [True, False, True, False]
     assert confidence.effective_mask(mu.astype(jnp.float32), sigma).tolist() == [True, False, True, False]
+
+
+@pytest.mark.parametrize("wrt", ["mu", "sigma", "delta_sigma", "round_budget"])
+def test_a_derivative_of_keep_count_is_refused_with_a_clear_error(wrt):
+    # keep_count's integrals run behind gated branches (custom_vmap) that JAX cannot
+    # differentiate; the derivative used to fail deep inside JAX ("Linearization failed").
+    # It is refused by name, eagerly and under jit; a derivative of something else that
+    # only calls keep_count on constants is unaffected.
+    args = {"mu": jnp.array([0.30, 0.31, 0.33, 0.40]), "sigma": jnp.full(4, 0.03), "delta_sigma": jnp.float64(0.003),
+            "round_budget": jnp.float64(20.0)}
+
+    def tau(x):
+        return confidence.keep_count(**{**args, wrt: x}).tau
+
+    for f in (tau, jax.jit(tau)):
+        with pytest.raises(TypeError, match="keep_count is not differentiable.*confidence_curve, prob_best or zeta"):
+            jax.grad(lambda x: jnp.sum(f(x)))(args[wrt])
+    fixed = float(confidence.keep_count(**args).tau)
+    assert float(jax.grad(lambda c: c * confidence.keep_count(**args).tau)(2.0)) == fixed

@@ -8,6 +8,7 @@ Value checks (NaN, ranges) run only on concrete arrays: inside ``jit`` or
 
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 import warnings
@@ -330,6 +331,39 @@ class _Unset:
 
 UNSET = _Unset()
 """Default of a deprecated keyword argument: tells "not passed" from any value, ``None`` included."""
+
+
+@functools.lru_cache(maxsize=None)
+def _refusing_identity(message: str):
+    @jax.custom_jvp
+    def identity(*xs):
+        return xs
+
+    @identity.defjvp
+    def _jvp(primals, tangents):
+        raise TypeError(message)
+
+    return identity
+
+
+def not_differentiable(message: str, *xs) -> tuple:
+    """``xs`` unchanged; differentiating through them raises ``TypeError(message)`` when the
+    derivative is traced (instead of an error from deep inside JAX, e.g. "Linearization
+    failed" behind a ``custom_vmap``). Costs nothing when no derivative is taken; arrays
+    whose tangents are zero (not differentiated) never raise.
+
+    Example:
+        >>> import jax, jax.numpy as jnp
+        >>> f = lambda x: not_differentiable("f: no derivative", x)[0] * 2.0
+        >>> float(f(jnp.float32(1.5)))
+        3.0
+        >>> try:
+        ...     jax.grad(f)(1.5)
+        ... except TypeError as e:
+        ...     print(e)
+        f: no derivative
+    """
+    return _refusing_identity(message)(*xs)
 
 
 def deprecated(message: str, stacklevel: int = 3) -> None:

@@ -104,8 +104,9 @@ that jits, vmaps and runs on accelerators:
   :func:`prob_best`) are not differentiable in ``mu`` where two means tie (the
   ranking changes there); the derivative returned is that of the stable order.
   :func:`keep_count` is not differentiable (its integrals run behind branches that
-  stay branches under ``vmap``, which JAX cannot differentiate): differentiate the
-  functions above for its ``curve``, ``cost`` or ``zeta``.
+  stay branches under ``vmap``, which JAX cannot differentiate; a derivative through it
+  raises ``TypeError`` saying so): differentiate the functions above for its ``curve``,
+  ``cost`` or ``zeta``.
 
 float64 uses 13 panels x 16 nodes (208 nodes), float32 13 panels x 12 nodes
 (156 nodes); the leader values of :func:`leader_curve` and :func:`zeta` take 13

@@ -26,6 +26,8 @@ from jaxstop.confidence._validate import is_concrete, prepare, prepare_delta, re
 # Shrunk sigma in zeta never goes below this fraction of sigma.
 _MIN_SHRINK = 1e-3
 _RULES = ("argmax", "crossing")
+_NO_DERIVATIVE = ("keep_count is not differentiable (its integrals run behind branches that stay branches "
+                  "under vmap): differentiate confidence_curve, prob_best or zeta instead")
 
 
 class KeepCount(NamedTuple):
@@ -391,8 +393,10 @@ def keep_count(
     ``reason = UNREPRESENTABLE``. Every field is finite whatever the inputs, and
     ``ok`` is never True with a non-finite value. float16 / bfloat16 raise
     ``TypeError`` naming the argument. Not differentiable (JAX cannot differentiate the
-    branches the integrals run behind): for derivatives of ``curve``, ``cost`` or ``zeta``
-    differentiate :func:`confidence_curve`, :func:`prob_best` or :func:`zeta`.
+    branches the integrals run behind): a derivative with respect to ``mu``, ``sigma``,
+    ``delta_sigma`` or ``round_budget`` raises ``TypeError`` saying so; for derivatives of
+    ``curve``, ``cost`` or ``zeta`` differentiate :func:`confidence_curve`, :func:`prob_best`
+    or :func:`zeta`.
 
     Returns:
         :class:`KeepCount` with ``k``, ``tau``, ``k_star``, the keep mask,
@@ -422,4 +426,5 @@ def keep_count(
         rv = float(r)
         if not (np.isfinite(rv) and rv >= 0):
             raise ValueError(f"round_budget must be finite and >= 0, got {rv}")
-    return _keep_count_impl(mu, sigma, delta, r.astype(mu.dtype), mask, rule=rule)
+    mu, sigma, delta, r = checks.not_differentiable(_NO_DERIVATIVE, mu, sigma, delta, r.astype(mu.dtype))
+    return _keep_count_impl(mu, sigma, delta, r, mask, rule=rule)
