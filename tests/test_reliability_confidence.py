@@ -715,3 +715,38 @@ def test_a_derivative_of_keep_count_is_refused_with_a_clear_error(wrt):
             jax.grad(lambda x: jnp.sum(f(x)))(args[wrt])
     fixed = float(confidence.keep_count(**args).tau)
     assert float(jax.grad(lambda c: c * confidence.keep_count(**args).tau)(2.0)) == fixed
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_unresolvable_candidates_without_a_chance_of_being_the_best_get_zero(dtype):
+    """Runs whose loss plateaus at 0.999 with sigma at a policy's floor (1e-6 in float32,
+    where 0.999's spacing is too coarse for that spread; 1e-9 in float64, below 2^-20 of the
+    window), behind 16 leaders between 0.84 and 0.98 whose spreads (up to 0.07) put 0.999
+    inside the window: no rule in the dtype resolves them, and the problem used to be
+    UNREPRESENTABLE. They are the best only if every leader exceeds 0.999, a chance of about
+    3e-40 (scipy: the product of the leaders' normal tails there). Their p is now exactly 0
+    and the problem is represented: the other probabilities are those of the problem
+    without them, bit for bit (the same program on the same standardised inputs), and
+    scipy's quadrature of the leaders within the documented accuracy (float64 1e-8,
+    float32 3e-6). A candidate as narrow but level with the leaders can be the best: that
+    problem stays unrepresentable."""
+    floor, tol = (1e-6, 3e-6) if dtype is np.float32 else (1e-9, 1e-8)
+    lead_mu, lead_sigma = np.linspace(0.84, 0.98, 16), np.linspace(0.07, 0.004, 16)
+    assert np.sum(stats.norm.logsf((0.999 - lead_mu) / lead_sigma)) < np.log(1e-39)
+    mu = np.concatenate([lead_mu, np.full(4, 0.999)]).astype(dtype)
+    sigma = np.concatenate([lead_sigma, np.full(4, floor)]).astype(dtype)
+    everyone, leaders = np.ones(20, bool), np.arange(20) < 16
+    st = confidence.problem_status(mu, sigma, everyone)
+    assert bool(st.ok) and int(st.num_valid) == 20
+    p = np.asarray(confidence.prob_best(mu, sigma, everyone))
+    np.testing.assert_array_equal(p[16:], 0.0)
+    np.testing.assert_array_equal(p, np.asarray(confidence.prob_best(mu, sigma, leaders)))
+    assert np.max(np.abs(p[:16] - quad_prob_best(lead_mu, lead_sigma))) <= tol
+    res = confidence.keep_count(mu, sigma, np.zeros(20, dtype), 10.0)
+    alone = confidence.keep_count(mu, sigma, np.zeros(20, dtype), 10.0, mask=leaders)
+    assert bool(res.ok) and int(res.k) == int(alone.k) and int(res.num_valid) == 20
+    # level with the leaders (0.9) and too narrow for the rule (1e-9): unrepresentable
+    near = np.where(np.arange(20) == 16, 0.9, mu).astype(dtype)
+    narrow = np.where(np.arange(20) == 16, 1e-9, sigma).astype(dtype)
+    st = confidence.problem_status(near, narrow, everyone)
+    assert not bool(st.ok) and int(st.reason) == Reason.UNREPRESENTABLE

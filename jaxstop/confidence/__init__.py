@@ -136,7 +136,13 @@ spread against the narrowest other relevant candidate, ``hypot(sigma_j, sigma_l)
 and ``1e6 + 0.003``, which are one number;
 spreads beyond the dtype's range; a ``sigma`` below ``2^-20`` of the window of
 :func:`prob_best`'s rule, which it cannot resolve; a shrunk ``sigma`` that overflowed),
-``NOT_FINITE``. The functions that return bare arrays or a
+``NOT_FINITE``. Candidates that would make :func:`prob_best`'s problem unrepresentable
+but together have no chance of being the best above the quadrature's resolution (twice
+``|U| (Phi(-12) + prod S_i(x*))``, the product over the other candidates at the lowest
+``mu_j - 12 sigma_j`` of them, at most 2.5e-19 in float64 and 1.2e-11 in float32) are
+left out: their ``p`` is exactly 0, as for the candidates outside the window, and the
+problem is represented. Runs whose loss plateaus at 0.999 with ``sigma`` at a floor of
+1e-6, far behind leaders whose spreads reach 0.999, are the usual case. The functions that return bare arrays or a
 :class:`ConfidenceCurve` (:func:`prob_best`, :func:`confidence_curve`,
 :func:`leader_curve`, :func:`zeta` and the batch forms) have no field for it:
 their results are finite whatever the inputs, and :func:`problem_status` (or

@@ -152,7 +152,9 @@ def problem_status(mu: ArrayLike, sigma: ArrayLike, mask: ArrayLike | None = Non
       such candidate is exact whatever its rounding), or a ``sigma`` lies below the dtype's
       range relative to the largest, or below ``2^-20`` of the window
       ``[min (mu - 9 sigma), min (mu + 9 sigma)]`` that :func:`prob_best` integrates over
-      (spreads of ``sigma`` its rule cannot resolve).
+      (spreads of ``sigma`` its rule cannot resolve). Such candidates are left out
+      instead (``p`` exactly 0, the problem represented) where together they cannot be
+      the best with a chance above the quadrature's resolution (the package docstring).
       The results are then finite and sum to 1, but are not to be trusted for the
       intended problem.
 
@@ -207,7 +209,9 @@ def prob_best(mu: ArrayLike, sigma: ArrayLike, mask: ArrayLike | None = None) ->
     smallest relevant ``sigma`` below ``2^-20`` of the window
     ``min (mu + 9 sigma) - min (mu - 9 sigma)`` is beyond the rule's resolution
     (errors grow to 1e-3 and more): :func:`problem_status` reports it
-    (``Reason.UNREPRESENTABLE``). The integral is taken in standard units (shifted
+    (``Reason.UNREPRESENTABLE``), unless such candidates together cannot be the best
+    with a chance above the quadrature's resolution: they then get exactly 0 (the
+    package docstring, "Status"). The integral is taken in standard units (shifted
     by the lowest valid ``mu``, scaled by the largest valid ``sigma``; the
     probabilities do not change),
     so the units of the input do not matter: ``mu`` near 1e6 with ``sigma = 1e-3``

@@ -467,21 +467,74 @@ def _prob_best_rows_vmap(axis_size, in_batched, mu, sigma, valid):
     return out.reshape((axis_size, rows) + out.shape[1:]), True
 
 
+# Half-width, in standard deviations, of the left tail a negligible candidate may have
+# below the point where the others' survival is bounded (see _negligible): Phi(-12) ~ 2e-33.
+_C_NEGLIGIBLE = 12.0
+
+
+def _negligible(std):
+    """``(valid, drop)``: the valid rows of a standardised problem once the candidates that
+    cannot be resolved -- the rows :func:`standardise` suspects (a mean too coarse for its
+    spread in the dtype, a spread that underflowed) and the relevant ones narrower than
+    ``RESOLVABLE`` of the window -- are left out, when together they cannot matter; and
+    whether they were.
+
+    Let ``U`` be those candidates, ``W`` the other valid ones and ``x* = min_U (mu_j - 12
+    sigma_j)``. A candidate of ``U`` is the best only if it falls below ``mu_j - 12
+    sigma_j`` (probability ``Phi(-12)``) or every candidate of ``W`` exceeds ``x*``
+    (``prod_W S_i(x*)``, as ``S_i`` decreases and the candidates are independent). So the
+    probability that the best is in ``U`` is at most ``B = |U| (Phi(-12) + prod_W S_i(x*))``,
+    and leaving ``U`` out moves every ``p_i`` of the others, and their sum, by at most ``B``
+    (they differ only on that event). Where ``2 B`` is below
+    :func:`probability_resolution` the problem without ``U`` is integrated instead, and
+    ``U`` get exactly 0, as the candidates the window leaves out do: e.g. runs whose loss
+    plateaus at 0.999 with ``sigma`` at a policy's floor of 1e-6, far behind the leaders,
+    which no rule in the dtype resolves and which have no chance of being the best worth
+    representing. Otherwise the problem stays as it is (and unrepresentable)."""
+    m, s, valid = std.mu, std.sigma, std.valid
+    dtype = m.dtype
+    a, b, relevant, _ = _window(m, s, valid)
+    narrow = relevant & (s < RESOLVABLE * (b - a))
+    u = valid & (std.suspect | narrow)
+    w = valid & ~u
+    big = jnp.asarray(jnp.finfo(dtype).max, dtype)
+    x_star = jnp.min(jnp.where(u, m - _C_NEGLIGIBLE * s, big))
+    z = jnp.where(w, (x_star - m) / s, -1.0)
+    log_mass = jnp.sum(jnp.where(w, numerics.log_sf(z), 0.0))
+    tail = 0.5 * math.erfc(_C_NEGLIGIBLE / math.sqrt(2.0))
+    bound = jnp.sum(u).astype(dtype) * (tail + jnp.exp(log_mass))
+    drop = jnp.any(u) & jnp.any(w) & (2.0 * bound <= probability_resolution(dtype))
+    return jnp.where(drop, w, valid), drop
+
+
+def _resolved(mu, sigma, valid):
+    """The problem :func:`prob_best_kernel` integrates, in standard units
+    (:func:`standardise`), without the candidates :func:`_negligible` leaves out (the
+    problem is standardised again without them), and whether it is unrepresentable: what
+    :func:`standardise` says of it (and whether a row left it), or a rule that cannot
+    resolve it (:func:`rule_unresolved`)."""
+    std = standardise(mu, sigma, valid)
+    kept, drop = _negligible(std)
+    less = standardise(mu, sigma, kept)
+    std = jax.tree_util.tree_map(lambda x, y: jnp.where(drop, y, x), std, less)
+    unrep = std.unrepresentable | std.lost | rule_unresolved(std.mu, std.sigma, std.valid)
+    return std, unrep
+
+
 def prob_best_kernel(mu, sigma, valid):
-    """p_i for every candidate, shape (n,); exact zeros for invalid ones. Unnormalised.
+    """p_i for every candidate, shape (n,); exact zeros for invalid ones and for the
+    candidates too narrow to resolve that cannot matter (:func:`_negligible`). Unnormalised.
 
     The problem is integrated in standard units (:func:`standardise`): the result does not
     depend on the units of ``mu`` and ``sigma``.
     """
-    std = standardise(mu, sigma, valid)
+    std, _ = _resolved(mu, sigma, valid)
     return _prob_best_standard(std.mu, std.sigma, std.valid)
 
 
 def prob_best_unrepresentable(mu, sigma, valid):
-    """Whether :func:`prob_best_kernel` cannot answer the problem as given: the verdict of
-    :func:`standardise`, or a problem its rule cannot resolve (:func:`rule_unresolved`)."""
-    std = standardise(mu, sigma, valid)
-    return std.unrepresentable | rule_unresolved(std.mu, std.sigma, std.valid)
+    """Whether :func:`prob_best_kernel` cannot answer the problem as given (:func:`_resolved`)."""
+    return _resolved(mu, sigma, valid)[1]
 
 
 @jax.custom_jvp

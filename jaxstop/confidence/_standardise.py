@@ -60,12 +60,18 @@ class Standardised(NamedTuple):
         sigma: ``sigma / s`` on valid rows (in ``[tiny, 4)``), 1 elsewhere, shape (n,).
         valid: Rows that enter the integrals, shape (n,), bool.
         unrepresentable: Whether the problem could not be represented (module docstring), bool.
+        suspect: The valid rows that make it so (a mean too coarse for its spread, a spread
+            that underflowed), shape (n,), bool.
+        lost: Whether a row marked valid left the problem (a derived spread that
+            overflowed), bool.
     """
 
     mu: jax.Array
     sigma: jax.Array
     valid: jax.Array
     unrepresentable: jax.Array
+    suspect: jax.Array
+    lost: jax.Array
 
 
 def standardise(mu, sigma, valid, leader: bool = False) -> Standardised:
@@ -111,8 +117,9 @@ def standardise(mu, sigma, valid, leader: bool = False) -> Standardised:
         partner = jnp.where(row == 0, partner, sigma[0])
     spread = lax.stop_gradient(jnp.hypot(sigma, partner))
     coarse = near & (eps * jnp.abs(mu) > RESOLUTION * spread)
-    unrep = jnp.any(lost | underflow | coarse)
-    return Standardised(m.astype(dtype), s.astype(dtype), valid, unrep)
+    suspect = underflow | coarse
+    unrep = jnp.any(lost | suspect)
+    return Standardised(m.astype(dtype), s.astype(dtype), valid, unrep, suspect, jnp.any(lost))
 
 
 class ProblemStatus(NamedTuple):
