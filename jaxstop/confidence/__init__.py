@@ -137,10 +137,10 @@ and ``1e6 + 0.003``, which are one number;
 spreads beyond the dtype's range; a ``sigma`` below ``2^-20`` of the window of
 :func:`prob_best`'s rule, which it cannot resolve; a shrunk ``sigma`` that overflowed),
 ``NOT_FINITE``. Candidates that would make :func:`prob_best`'s problem unrepresentable
-but together have no chance of being the best above the quadrature's resolution (twice
-``|U| (Phi(-12) + prod S_i(x*))``, the product over the other candidates at the lowest
-``mu_j - 12 sigma_j`` of them, at most 2.5e-19 in float64 and 1.2e-11 in float32) are
-left out: their ``p`` is exactly 0, as for the candidates outside the window, and the
+but together have a chance of being the best that the confidence curve cannot show
+(``|U| Phi(-12) + prod S_i(x*)``, the product over the other candidates at the lowest
+``mu_j - 12 sigma_j`` of them, at most a quarter of the dtype's ``eps``: 5.6e-17 in
+float64, 3.0e-8 in float32, so that no ``P_k`` moves by half an ulp of 1) are left out: their ``p`` is exactly 0, as for the candidates outside the window, and the
 problem is represented. Runs whose loss plateaus at 0.999 with ``sigma`` at a floor of
 1e-6, far behind leaders whose spreads reach 0.999, are the usual case. The functions that return bare arrays or a
 :class:`ConfidenceCurve` (:func:`prob_best`, :func:`confidence_curve`,

@@ -153,8 +153,8 @@ def problem_status(mu: ArrayLike, sigma: ArrayLike, mask: ArrayLike | None = Non
       range relative to the largest, or below ``2^-20`` of the window
       ``[min (mu - 9 sigma), min (mu + 9 sigma)]`` that :func:`prob_best` integrates over
       (spreads of ``sigma`` its rule cannot resolve). Such candidates are left out
-      instead (``p`` exactly 0, the problem represented) where together they cannot be
-      the best with a chance above the quadrature's resolution (the package docstring).
+      instead (``p`` exactly 0, the problem represented) where together their chance of
+      being the best is below a quarter of the dtype's ``eps`` (the package docstring).
       The results are then finite and sum to 1, but are not to be trusted for the
       intended problem.
 
@@ -209,8 +209,8 @@ def prob_best(mu: ArrayLike, sigma: ArrayLike, mask: ArrayLike | None = None) ->
     smallest relevant ``sigma`` below ``2^-20`` of the window
     ``min (mu + 9 sigma) - min (mu - 9 sigma)`` is beyond the rule's resolution
     (errors grow to 1e-3 and more): :func:`problem_status` reports it
-    (``Reason.UNREPRESENTABLE``), unless such candidates together cannot be the best
-    with a chance above the quadrature's resolution: they then get exactly 0 (the
+    (``Reason.UNREPRESENTABLE``), unless such candidates together have a chance of
+    being the best below a quarter of the dtype's ``eps``: they then get exactly 0 (the
     package docstring, "Status"). The integral is taken in standard units (shifted
     by the lowest valid ``mu``, scaled by the largest valid ``sigma``; the
     probabilities do not change),
