@@ -750,3 +750,4 @@ def test_unresolvable_candidates_without_a_chance_of_being_the_best_get_zero(dty
     narrow = np.where(np.arange(20) == 16, 1e-9, sigma).astype(dtype)
     st = confidence.problem_status(near, narrow, everyone)
     assert not bool(st.ok) and int(st.reason) == Reason.UNREPRESENTABLE
+

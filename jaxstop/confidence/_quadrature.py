@@ -59,15 +59,9 @@ RESOLVABLE = 2.0**-20
 
 
 def probability_resolution(dtype) -> float:
-    """The most probability the rule's cuts can drop from one ``p_i`` of
-    :func:`prob_best_kernel` (before normalisation): ``2 Phi(-9)`` outside the window
-    ``[a, b]`` (below ``a`` the candidate's own tail, above ``b`` the tail of the candidate
-    that sets ``b``; a candidate left out as irrelevant has at most ``Phi(-9)`` in all),
-    plus ``_TAIL * eps`` of the skipped nodes: about 2.5e-19 in float64 and 1.2e-11 in
-    float32. The cuts only drop mass, so a computed probability is at most the exact one
-    (up to rounding) and at least the exact one less this; probabilities below it are not
-    resolved: two programs (a batch and a single problem, which skip different nodes) may
-    give them different values, or 0."""
+    """The most the rule's cuts can drop from one ``p_i`` (``2 Phi(-9)`` outside the window,
+    ``_TAIL * eps`` at the skipped nodes): 2.5e-19 in float64, 1.2e-11 in float32. Below it
+    probabilities are not resolved: two programs may give them different values, or 0."""
     return float(2.0 * 0.5 * math.erfc(_C / math.sqrt(2.0)) + _TAIL * float(jnp.finfo(dtype).eps))
 
 
@@ -193,18 +187,15 @@ def _window(mu, sigma, valid):
 
 
 def rule_unresolved(mu, sigma, valid):
-    """Whether :func:`prob_best`'s graded rule cannot resolve a problem in standard units:
-    the smallest relevant ``sigma`` is below ``RESOLVABLE`` (``2^-20``) of the window
-    ``b - a``.
-
+    """Whether :func:`prob_best`'s graded rule cannot resolve a problem in standard units: the
+    smallest relevant ``sigma`` is below ``RESOLVABLE`` (``2^-20``) of the window ``b - a``.
     The finest panel spans ``4 h`` next to ``b``, but a relevant candidate's density lies
     up to ``18 h`` from ``b``, partly in the next panel, which is ``1 / r`` times wider
     (``r^12 = 4 h / (b - a)``). Past ``2^-20`` that panel is over 100 ``h`` wide and its
     Gauss-Legendre nodes miss part of the narrow density: against ``scipy.integrate.quad``
     the error grew from ~3e-8 (float64) and ~3e-6 (float32) at ``2^-20`` to above 1e-3
     at ``1e-10`` and to 0.3 beyond. :func:`leader_curve`'s rule integrates only the
-    leader's density, over its own window, and stays accurate there.
-    """
+    leader's density, over its own window, and stays accurate there."""
     mu, sigma = _safe_params(mu, sigma, valid)
     a, b, _, h = _window(mu, sigma, valid)
     return jnp.any(valid) & (h < RESOLVABLE * (b - a))
@@ -467,33 +458,20 @@ def _prob_best_rows_vmap(axis_size, in_batched, mu, sigma, valid):
     return out.reshape((axis_size, rows) + out.shape[1:]), True
 
 
-# Half-width, in standard deviations, of the left tail a negligible candidate may have
-# below the point where the others' survival is bounded (see _negligible): Phi(-12) ~ 2e-33.
-_C_NEGLIGIBLE = 12.0
+_C_NEGLIGIBLE = 12.0  # Phi(-12) ~ 2e-33: the left tail a negligible candidate may have (_negligible)
 
 
 def _negligible(std):
-    """``(valid, drop)``: the valid rows of a standardised problem once the candidates that
-    cannot be resolved -- the rows :func:`standardise` suspects (a mean too coarse for its
-    spread in the dtype, a spread that underflowed) and the relevant ones narrower than
-    ``RESOLVABLE`` of the window -- are left out, when together they cannot matter; and
-    whether they were.
-
-    Let ``U`` be those candidates, ``W`` the other valid ones and ``x* = min_U (mu_j - 12
-    sigma_j)``. The best is in ``U`` only if some ``j`` of ``U`` falls below ``mu_j - 12
-    sigma_j`` (probability ``Phi(-12)`` each) or every candidate of ``W`` exceeds ``x*``
-    (one event for all of ``U``: ``prod_W S_i(x*)``, as ``S_i`` decreases and the
-    candidates are independent). So its probability is at most
-    ``B = |U| Phi(-12) + prod_W S_i(x*)``,
-    and leaving ``U`` out moves every ``p_i`` of the others, and their sum, by at most ``B``
-    (they differ only on that event), so any ``P_k`` of the confidence curve by at most
-    ``2 B``. Where ``B <= eps / 4`` (``2 B`` at most half the spacing of the dtype's
-    numbers at 1, where the curve ends: 5.6e-17 in float64, 3.0e-8 in float32) the problem
-    without ``U`` is integrated instead, and ``U`` get exactly 0, as the candidates the
-    window leaves out do: e.g. runs whose loss plateaus at 0.999 with ``sigma`` at a
-    policy's floor of 1e-6, far behind the leaders, which no rule in the dtype resolves
-    and whose chance of being the best the curve cannot show. Otherwise the problem stays
-    as it is (and unrepresentable)."""
+    """``(valid, drop)``: the valid rows without ``U``, the candidates no rule in the dtype
+    resolves (rows :func:`standardise` suspects; relevant ones narrower than ``RESOLVABLE`` of
+    the window), where they cannot matter. With ``W`` the other valid ones and
+    ``x* = min_U (mu_j - 12 sigma_j)``, the best is in ``U`` only if some ``j`` falls below
+    ``mu_j - 12 sigma_j`` or every ``W`` exceeds ``x*`` (one event for all of ``U``), so with
+    probability at most ``B = |U| Phi(-12) + prod_W S_i(x*)``; leaving ``U`` out moves any
+    ``P_k`` by at most ``2 B``. Where ``B <= eps / 4`` (5.6e-17 in float64, 3.0e-8 in float32;
+    ``2 B`` below half an ulp of 1) ``U`` get exactly 0, as the candidates outside the window
+    do (e.g. runs plateaued at 0.999 with ``sigma`` at a 1e-6 floor far behind the leaders);
+    otherwise the problem stays as it is, unrepresentable."""
     m, s, valid = std.mu, std.sigma, std.valid
     dtype = m.dtype
     a, b, relevant, _ = _window(m, s, valid)
@@ -511,26 +489,18 @@ def _negligible(std):
 
 
 def _resolved(mu, sigma, valid):
-    """The problem :func:`prob_best_kernel` integrates, in standard units
-    (:func:`standardise`), without the candidates :func:`_negligible` leaves out (the
-    problem is standardised again without them), and whether it is unrepresentable: what
-    :func:`standardise` says of it (and whether a row left it), or a rule that cannot
-    resolve it (:func:`rule_unresolved`)."""
-    std = standardise(mu, sigma, valid)
-    kept, drop = _negligible(std)
-    less = standardise(mu, sigma, kept)
-    std = jax.tree_util.tree_map(lambda x, y: jnp.where(drop, y, x), std, less)
-    unrep = std.unrepresentable | std.lost | rule_unresolved(std.mu, std.sigma, std.valid)
-    return std, unrep
+    """The standardised problem :func:`prob_best_kernel` integrates (without the candidates
+    :func:`_negligible` leaves out) and whether it is unrepresentable."""
+    full = standardise(mu, sigma, valid)
+    kept, drop = _negligible(full)
+    std = jax.tree_util.tree_map(lambda x, y: jnp.where(drop, y, x), full, standardise(mu, sigma, kept))
+    # a row that left the problem (full.lost) stays a reason when the others are dropped
+    return std, std.unrepresentable | full.lost | rule_unresolved(std.mu, std.sigma, std.valid)
 
 
 def prob_best_kernel(mu, sigma, valid):
-    """p_i for every candidate, shape (n,); exact zeros for invalid ones and for the
-    candidates too narrow to resolve that cannot matter (:func:`_negligible`). Unnormalised.
-
-    The problem is integrated in standard units (:func:`standardise`): the result does not
-    depend on the units of ``mu`` and ``sigma``.
-    """
+    """p_i for every candidate, shape (n,), unnormalised; exact zeros for invalid ones and those
+    :func:`_negligible` leaves out. Integrated in standard units: the units do not matter."""
     std, _ = _resolved(mu, sigma, valid)
     return _prob_best_standard(std.mu, std.sigma, std.valid)
 
