@@ -380,3 +380,20 @@ def test_runs_beyond_the_uint32_run_indices_are_refused_before_any_chunk(monkeyp
     for num_runs, chunk_size in ((2**32 + 1, 2**31), (2**32, 3), (2**33, None)):
         with pytest.raises(ValueError, match=r"num_runs \(\d+\) rounded up to whole chunks of \d+ must be at most"):
             sim.run_many(policy, table(), jax.random.key(0), num_runs, chunk_size=chunk_size, progress=False)
+
+
+def test_checkpoint_chunks_round_trip_the_halving_status(tmp_path):
+    """HalvingInfo.ok / reason are stored in the chunk files of record="full" and load back
+    bit for bit, codes other than OK included: float32 losses near 1e20 overflow the window
+    variances of delta_estimate="window_var" (reason NOT_FINITE from the first UQ decision)."""
+    rng = np.random.default_rng(0)
+    v = (1e20 * (1.0 + 0.1 * np.arange(9))[:, None] + 3e19 * rng.standard_normal((9, 9))).astype(np.float32)
+    policy = policies.sh(9, 9, uq=True, delta_estimate="window_var", dtype=jnp.float32)
+    tab, key = sim.CurveTable(jnp.asarray(v)), jax.random.key(0)
+    first = sim.run_many(policy, tab, key, 6, chunk_size=4, checkpoint=tmp_path / "s", progress=False)
+    loaded = sim.run_many(policy, tab, key, 6, chunk_size=4, checkpoint=tmp_path / "s", progress=False)
+    assert same(loaded, first)
+    act = np.asarray(loaded.active)
+    reason = np.asarray(loaded.infos.reason)[act]
+    assert set(reason.tolist()) == {0, int(jaxstop.Reason.NOT_FINITE)}
+    np.testing.assert_array_equal(np.asarray(loaded.infos.ok)[act], reason == 0)

@@ -111,6 +111,17 @@ loss among the results at the highest nominal rung budget ``r_i`` reached so far
 rung with their final loss; profiled candidates count at ``max_budget``). Nominal
 budgets are the plain schedule's, so both versions return from the same rung.
 
+Status
+------
+``info.ok`` and ``info.reason`` (:class:`HalvingInfo`) are a study-wide status: False
+from the first tell that met bad data on -- a non-finite loss, traced params outside
+their ranges (replaced by their defaults, see :class:`HalvingParams`; outside ``jit``
+they raise) -- or a UQ keep decision that :func:`jaxstop.confidence.keep_count` could not
+compute as given. The study runs on either way. A ``min_sigma`` far below the spread
+of the losses makes the decisions with a plateaued candidate (a flat window, ``sigma``
+at the floor) ``UNREPRESENTABLE``: on the AlexNet curves (errors in [0.7, 1]) the
+default 1e-6 does in most Hyperband+ studies, 1e-5 in none.
+
 BOHB model
 ----------
 :func:`bohb` proposes the configurations of a bracket's first rung from the rows

@@ -38,6 +38,10 @@ the lowest current loss trains (both versions).
 
 Incumbent: the leader, i.e. the lowest loss at the highest budget reached with a finite
 loss (-1 while no candidate has one).
+
+Status: ``info.ok`` is False from the first non-finite loss, traced params outside their
+ranges (replaced by their defaults; outside ``jit`` they raise) or non-finite SS+ duel on
+(:class:`SubsamplingInfo`); the study runs on.
 """
 
 from __future__ import annotations
@@ -51,11 +55,13 @@ from jax.typing import ArrayLike
 
 from jaxstop import confidence
 from jaxstop._src import checks as _checks, numerics
+from jaxstop._src.status import Reason, first_reason
 from jaxstop.policies._base import Job, Limits, Policy, Result, build_policy, make_job
-from jaxstop.policies._halving.params import HalvingParams, check_candidates, check_params, default_params, float_dtype
+from jaxstop.policies._halving.params import (HalvingParams, check_candidates, check_params, clean_params,
+                                              default_params, float_dtype)
 from jaxstop.policies._halving.schedule import halving_schedule
 from jaxstop.policies._halving.slots import first, rank_key, record_slot, sample_rows
-from jaxstop.policies._halving.uncertainty import check_window, push, uncertainty
+from jaxstop.policies._halving.uncertainty import check_window, push, uncertainty, window_finite
 
 __all__ = ["SubsamplingInfo", "SubsamplingState", "subsampling"]
 
@@ -76,6 +82,7 @@ class SubsamplingState(NamedTuple):
         round: Round index (0 = initial round), int32 ().
         spent: Epochs charged so far, int32 ().
         done: Budget spent or nobody can train, bool ().
+        reason: ``SubsamplingInfo.reason`` after the last tell, int32 ().
     """
 
     configs: jax.Array
@@ -90,6 +97,7 @@ class SubsamplingState(NamedTuple):
     round: jax.Array
     spent: jax.Array
     done: jax.Array
+    reason: jax.Array
 
 
 class SubsamplingInfo(NamedTuple):
@@ -103,6 +111,17 @@ class SubsamplingInfo(NamedTuple):
         chosen: Candidates chosen for a round that starts with this tell (-1 if
             none starts), int32 ().
         leader: The leader's candidate index, int32 ().
+        ok: Nothing in the study so far rests on bad data: the params are valid, every
+            loss told was finite and every SS+ duel was computed in finite numbers
+            (``reason == Reason.OK``); it stays False once it is (a study-wide status), bool ().
+        reason: Why ``ok`` is False, the first cause (a :class:`jaxstop.Reason` code), int32 ():
+            ``BAD_INPUT``: traced params outside their ranges (the bad scalars are replaced
+            by their defaults, see :class:`~jaxstop.policies.HalvingParams`), or a
+            non-finite loss (a job's ``Result.value`` or, for SS+, a loss in a candidate's
+            uncertainty window); the policy runs on (such a candidate does not lead and
+            does not train again, the window statistics leave such losses out).
+            ``NOT_FINITE``: an SS+ duel of a round that started with a probability that
+            was not finite (it was lost).
     """
 
     terminate: jax.Array
@@ -111,6 +130,8 @@ class SubsamplingInfo(NamedTuple):
     round: jax.Array
     chosen: jax.Array
     leader: jax.Array
+    ok: jax.Array
+    reason: jax.Array
 
 
 def _leader(epochs, mu):
@@ -161,6 +182,7 @@ def _init(cfg: _Config, key, params) -> SubsamplingState:
         round=jnp.zeros((), jnp.int32),
         spent=jnp.zeros((), jnp.int32),
         done=jnp.asarray(False),
+        reason=jnp.asarray(int(Reason.OK), jnp.int32),
     )
 
 
@@ -187,7 +209,8 @@ def _report(cfg: _Config, state: SubsamplingState, job: Job, epoch, value, param
 
 
 def _select(cfg: _Config, s: SubsamplingState, params):
-    """Candidates of the next round (a non-empty mask unless nobody can train)."""
+    """Candidates of the next round (a non-empty mask unless nobody can train), the leader,
+    and whether a duel compared was not finite (SS+)."""
     fdtype = cfg.fdtype
     idx = jnp.asarray(np.arange(cfg.n, dtype=np.int32))
     m = _leader(s.epochs, s.mu)
@@ -198,31 +221,41 @@ def _select(cfg: _Config, s: SubsamplingState, params):
         safe_mu = jnp.where(ok, s.mu, jnp.zeros((), fdtype))
         p = confidence.prob_better(safe_mu, s.sigma, safe_mu[m], s.sigma[m])
         has = s.count >= 2
-        wins = jnp.where(has & has[m], p >= params.threshold.astype(fdtype), s.mu < s.mu[m])
+        duel = has & has[m]
+        wins = jnp.where(duel, p >= params.threshold.astype(fdtype), s.mu < s.mu[m])
+        unfinite = jnp.any(others & duel & ~jnp.isfinite(p))
     else:
         wins = s.mu < s.mu[m]
+        unfinite = jnp.asarray(False)
     beats = others & wins
     best_other = numerics.first_argmin(rank_key(s.mu, trainable))
     fallback = jnp.where(trainable[m], m, best_other)
     alone = (idx == fallback) & trainable
-    return jnp.where(jnp.any(beats), beats, alone), m
+    return jnp.where(jnp.any(beats), beats, alone), m, unfinite
 
 
 def _tell(cfg: _Config, state: SubsamplingState, job: Job, result: Result, params):
     """``tell(state, job, result, params=None) -> (state, SubsamplingInfo)``: records the
     result (epochs, loss, spent budget, completeness); at the end of a round chooses the
     challengers that beat the leader (SS: lower loss; SS+: ``Pr(l_m >= l_i) >= threshold``)
-    for the next round; the study terminates when the budget is spent or nobody can train."""
-    s, active, _, cost = record_slot(state, job, result, cfg.max_budget, cfg.fdtype)
+    for the next round; the study terminates when the budget is spent or nobody can train.
+    Traced params outside their ranges stand replaced by their defaults (``info.ok`` False)."""
+    params, valid = clean_params(params)
+    s, active, value, cost = record_slot(state, job, result, cfg.max_budget, cfg.fdtype)
+    bad = ~jnp.isfinite(value)
+    if cfg.uq:
+        bad = bad | ~window_finite(s.recent, s.count)[s.current]
     s = s._replace(spent=(s.spent + jnp.where(active, cost, 0)).astype(jnp.int32))
     if cfg.uq:
         sigma, _, _ = uncertainty(s.recent, s.count, cfg.window, params)
         s = s._replace(sigma=sigma)
     out_of_budget = s.spent >= cfg.total
     round_over = ~jnp.any(s.pending) & ~s.done & ~out_of_budget
-    chosen, _ = _select(cfg, s, params)
+    chosen, _, unfinite = _select(cfg, s, params)
     starts = round_over & jnp.any(chosen)
+    code = first_reason((~valid | (active & bad), Reason.BAD_INPUT), (round_over & unfinite, Reason.NOT_FINITE))
     s = s._replace(
+        reason=jnp.where(s.reason != int(Reason.OK), s.reason, code).astype(jnp.int32),
         pending=jnp.where(starts, chosen, s.pending),
         round=(s.round + jnp.where(starts, 1, 0)).astype(jnp.int32),
         done=s.done | out_of_budget | (round_over & ~jnp.any(chosen)),
@@ -236,6 +269,8 @@ def _tell(cfg: _Config, state: SubsamplingState, job: Job, result: Result, param
         round=s.round,
         chosen=jnp.where(starts, jnp.sum(chosen), -1).astype(jnp.int32),
         leader=lead,
+        ok=s.reason == int(Reason.OK),
+        reason=s.reason,
     )
     return s, info
 

@@ -16,9 +16,12 @@ import jax
 import jax.numpy as jnp
 
 from jaxstop._src import numerics
+from jaxstop._src.status import Reason
 from jaxstop.policies._halving import profiling as _profiling
-from jaxstop.policies._halving.engine import (Engine, at, cond, finish, info, track_incumbent, uq_stats,
+from jaxstop.policies._halving.engine import (Engine, at, cond, finish, flag, info, track_incumbent, uq_stats,
                                               where)
+from jaxstop.policies._halving.params import clean_params
+from jaxstop.policies._halving.uncertainty import window_finite
 from jaxstop.policies._halving.state import HalvingInfo, HalvingState
 from jaxstop.policies._base import Job, Result, make_job
 
@@ -54,6 +57,14 @@ def last_losses(history, epoch, width: int):
     return jnp.where(idx < have[:, None], vals, jnp.nan)
 
 
+def _running_reason(s: HalvingState, valid, bad):
+    """The study-wide ``reason`` after each slot of a batch (``bad``: the slots whose loss
+    was not finite), as :func:`~jaxstop.policies._halving.engine.record` sets it."""
+    hit = ~valid | (jnp.cumsum(bad) > 0)
+    code = jnp.where(hit, int(Reason.BAD_INPUT), int(Reason.OK))
+    return jnp.where(s.reason != int(Reason.OK), s.reason, code).astype(jnp.int32)
+
+
 def _running_incumbent(e: Engine, s: HalvingState, level, value, configs, ok):
     """The incumbent after each slot of a batch recorded in slot order by
     :func:`track_incumbent`: per slot (config, value)."""
@@ -79,6 +90,7 @@ def record_batch(e: Engine, s: HalvingState, jobs: Job, results: Result, active,
     the infos ``tell`` would return after each job (incumbent, its value, spent, unspent),
     or None without ``rows`` (their running sums and minima cost about a third of a
     simulated plain SH study on CPU)."""
+    params, valid = clean_params(params)
     act = active & ~s.done & s.pending
     value = jnp.asarray(results.value).astype(e.fdtype)
     epoch = jnp.asarray(results.epoch).astype(jnp.int32)
@@ -108,6 +120,13 @@ def record_batch(e: Engine, s: HalvingState, jobs: Job, results: Result, active,
         count = jnp.where(act, s.uq.count + (epoch - start), s.uq.count).astype(jnp.int32)
         sigma, delta = uq_stats(e, s, recent, count, params)
         s = s._replace(uq=s.uq._replace(recent=recent, count=count, sigma=sigma, delta=delta))
+    bad = ~jnp.isfinite(value)
+    if e.uq:
+        bad = bad | ~window_finite(s.uq.recent, s.uq.count)
+    bad = act & bad
+    if rows:
+        running = running + (_running_reason(s, valid, bad),)
+    s = flag(s, (~valid | jnp.any(bad), Reason.BAD_INPUT))
     ok = act & jnp.isfinite(value)
     best = numerics.first_argmin(jnp.where(ok, value, jnp.inf))
     s = track_incumbent(e, s, level, value[best], s.configs[best], ok[best])
@@ -119,7 +138,7 @@ def record_batch(e: Engine, s: HalvingState, jobs: Job, results: Result, active,
 def _rows(e: Engine, state: HalvingState, act, final: HalvingInfo, running, profile_ok) -> HalvingInfo:
     """One info per slot: the running values before the last active slot, ``final`` there."""
     n = act.shape[0]
-    inc_config, inc_value, spent, unspent = running
+    inc_config, inc_value, spent, unspent, reason = running
     last = jnp.arange(n) == (n - 1 - jnp.argmax(act[::-1]))
     rows = HalvingInfo(
         terminate=jnp.zeros((n,), bool),
@@ -134,6 +153,8 @@ def _rows(e: Engine, state: HalvingState, act, final: HalvingInfo, running, prof
         spent=spent,
         unspent=unspent,
         profile_ok=jnp.full((n,), profile_ok),
+        ok=reason == int(Reason.OK),
+        reason=reason,
     )
     return jax.tree_util.tree_map(
         lambda r, f: jnp.where(last.reshape((n,) + (1,) * (r.ndim - 1)), jnp.asarray(f).astype(r.dtype), r),
@@ -153,6 +174,7 @@ def _tell_rounds(e: Engine, state: HalvingState, jobs: Job, results: Result, act
 def _tell_profile(e: Engine, state: HalvingState, jobs: Job, results: Result, active, params, rows: bool):
     """All profiling results at once (the batch form of
     :func:`~jaxstop.policies._halving.engine.record_profile`)."""
+    _, valid = clean_params(params)
     p = state.prof
     act = active & p.pending
     value = jnp.asarray(results.value).astype(e.fdtype)
@@ -165,9 +187,13 @@ def _tell_profile(e: Engine, state: HalvingState, jobs: Job, results: Result, ac
         unspent = (state.unspent + jnp.cumsum(released)).astype(jnp.int32)
         running = _running_incumbent(e, state, level, value, p.configs, act) + (spent, unspent)
     p = _profiling.record_curves(p, results.history, act)
+    bad = act & (~jnp.isfinite(value) | ~_profiling.curve_finite(p, epoch))
+    if rows:
+        running = running + (_running_reason(state, valid, bad),)
     p = _profiling.fit(p, e.window, jnp.any(act) & ~jnp.any(p.pending))
     s = state._replace(prof=p, spent=(state.spent + jnp.sum(cost)).astype(jnp.int32),
                        unspent=(state.unspent + jnp.sum(released)).astype(jnp.int32))
+    s = flag(s, (~valid | jnp.any(bad), Reason.BAD_INPUT))
     ok = act & jnp.isfinite(value)
     best = numerics.first_argmin(jnp.where(ok, value, jnp.inf))
     s = track_incumbent(e, s, level, value[best], p.configs[best], ok[best])

@@ -28,16 +28,18 @@ from jaxstop import confidence
 from jaxstop._src import checks as _checks
 from jaxstop._src import numerics
 from jaxstop._src.batching import gated_cond
+from jaxstop._src.status import Reason, first_reason
 from jaxstop.policies._halving import bohb_density as _bohb_density
 from jaxstop.policies._halving import profiling as _profiling
 from jaxstop.policies._halving import uncertainty as _uncertainty
 from jaxstop.policies._base import Incumbent, Job, Result, improves, jit_step, make_job, update_incumbent
+from jaxstop.policies._halving.params import clean_params
 from jaxstop.policies._halving.state import HalvingInfo, HalvingState
 from jaxstop.policies._halving.schedule import RoundTable
 from jaxstop.policies._halving.slots import first, rank_key, record_slot, sample_rows
 
-__all__ = ["Engine", "apply_keep", "ask", "at", "cond", "delta_table", "end_bracket", "finish", "info", "init",
-           "keep_inputs", "record", "record_profile", "report", "start_bracket", "tell", "tell_eager",
+__all__ = ["Engine", "apply_keep", "ask", "at", "cond", "delta_table", "end_bracket", "finish", "flag", "info",
+           "init", "keep_inputs", "record", "record_profile", "report", "start_bracket", "tell", "tell_eager",
            "track_incumbent", "uq_stats", "where"]
 
 
@@ -94,6 +96,12 @@ class Engine(NamedTuple):
 def where(pred, a, b):
     """``a`` where ``pred`` else ``b``, leaf by leaf of two pytrees of one structure."""
     return jax.tree_util.tree_map(lambda x, y: jnp.where(pred, x, y), a, b)
+
+
+def flag(s, *checks):
+    """``s`` with its study-wide ``reason`` set to the first failing of ``checks``
+    (:func:`jaxstop._src.status.first_reason`) unless an earlier step set it."""
+    return s._replace(reason=jnp.where(s.reason != int(Reason.OK), s.reason, first_reason(*checks)))
 
 
 def delta_table(e: Engine, s: HalvingState, params):
@@ -178,8 +186,13 @@ def track_incumbent(e: Engine, s: HalvingState, level, value, config, ok) -> Hal
 
 def record(e: Engine, s: HalvingState, job: Job, result: Result, params):
     """Bookkeeping of one result; returns the state and (round over, last round)."""
+    params, valid = clean_params(params)
     slot = s.current
     s, active, value, cost = record_slot(s, job, result, e.max_budget, e.fdtype)
+    bad = ~jnp.isfinite(value)
+    if e.uq:
+        bad = bad | ~_uncertainty.window_finite(s.uq.recent, s.uq.count)[slot]
+    s = flag(s, (~valid | (active & bad), Reason.BAD_INPUT))
     s = s._replace(
         spent=(s.spent + jnp.where(active, cost, 0)).astype(jnp.int32),
         unspent=(s.unspent + jnp.where(active, s.alloc - cost, 0)).astype(jnp.int32),
@@ -201,11 +214,14 @@ def record_profile(e: Engine, s: HalvingState, job: Job, result: Result, params)
     what the job did not train is unspent), the incumbent at rung ``max_budget`` and
     BOHB's records; after the last one, the fit of the profile. Returns the state and
     the info."""
+    params, valid = clean_params(params)
     slot = s.current
     p = s.prof
     active = p.pending[slot]
     value = jnp.asarray(result.value).astype(e.fdtype)
     epoch = jnp.asarray(result.epoch).astype(jnp.int32)
+    bad = ~jnp.isfinite(value) | ~_profiling.curve_finite(p, jnp.full(p.pending.shape, epoch))[slot]
+    s = flag(s, (~valid | (active & bad), Reason.BAD_INPUT))
     cost = epoch - jnp.clip(jnp.asarray(job.start).astype(jnp.int32), 0, epoch)
     p = p._replace(pending=p.pending.at[slot].set(p.pending[slot] & ~active))
     p = _profiling.fit(p, e.window, active & ~jnp.any(p.pending))
@@ -227,8 +243,11 @@ def keep_inputs(e: Engine, s: HalvingState, params):
     return _uncertainty.keep_inputs(s.member, s.mu, s.uq, budget, e.fdtype)
 
 
-def apply_keep(e: Engine, s: HalvingState, uq_keep, uq_tau, params):
-    """Keeps members (plain count, or the UQ mask), allocates the next round."""
+def apply_keep(e: Engine, s: HalvingState, uq_keep, uq_tau, params, uq_reason=int(Reason.OK)):
+    """Keeps members (plain count, or the UQ mask; ``uq_reason`` is keep_count's), allocates
+    the next round; a UQ decision that left out a member with a finite loss, or whose
+    keep_count was not ok, sets the state's ``reason``."""
+    params, _ = clean_params(params)
     g = s.round
     budget = (at(e.rounds.c_next, g) + s.carry).astype(jnp.int32)
     plain_keep = s.member & (numerics.stable_ranks(rank_key(s.mu, s.member)) < at(e.rounds.size_next, g))
@@ -236,6 +255,12 @@ def apply_keep(e: Engine, s: HalvingState, uq_keep, uq_tau, params):
         need = _uncertainty.min_losses(params, delta_table(e, s, params), s.epochs)
         keep, fallback, tau = _uncertainty.keep_mask(s.member, s.mu, s.uq, plain_keep, uq_keep, uq_tau, e.fdtype,
                                                      need)
+        used = s.member & jnp.isfinite(s.mu) & ~fallback
+        sigma, delta = s.uq.sigma, s.uq.delta
+        s = flag(s, (jnp.any(used & ~(jnp.isfinite(sigma) & jnp.isfinite(delta))), Reason.NOT_FINITE),
+                 (jnp.any(used & (sigma <= 0)), Reason.UNREPRESENTABLE),
+                 (~fallback & (jnp.asarray(uq_reason) != int(Reason.OK)), uq_reason),
+                 (~fallback & ~jnp.isfinite(tau), Reason.NOT_FINITE))
     else:
         fallback = jnp.asarray(True)
         keep = plain_keep
@@ -318,6 +343,7 @@ def init(e: Engine, key, params) -> HalvingState:
         bohb=_bohb_density.init_bohb_state(e.num_configs if e.tpe else 0, e.m_rec, e.fdtype),
         prof=_profiling.init_profile_state(jax.random.fold_in(key, 1), e.num_configs, e.num_profile, e.max_budget,
                                            e.fdtype),
+        reason=jnp.asarray(int(Reason.OK), jnp.int32),
     )
     return start_bracket(e, s, 0)
 
@@ -327,6 +353,7 @@ def ask(e: Engine, key, state: HalvingState, params):
     resuming from its checkpoint for the round's allocation (BOHB first proposes the rows
     of a first rung from its density-ratio model); while profiling, the next profiled
     candidate's job from scratch to ``max_budget``."""
+    params, _ = clean_params(params)
     slot = first(state.pending)
     row = state.configs[slot]
     active = state.pending[slot] & ~state.done
@@ -383,7 +410,7 @@ def _decide(e: Engine, call, s: HalvingState, params):
         mu, sigma, delta, budget, ok = call(keep_inputs, s, params)
         # outside jit this runs keep_count's own compiled kernel (shared by all policies)
         res = confidence.keep_count(mu, sigma, delta, budget, mask=ok, rule=e.keep_rule)
-        return call(apply_keep, s, res.keep, res.tau, params)
+        return call(apply_keep, s, res.keep, res.tau, params, res.reason)
     return call(apply_keep, s, jnp.zeros((e.cap,), bool), jnp.asarray(jnp.nan, e.fdtype), params)
 
 
@@ -407,6 +434,8 @@ def info(e: Engine, s: HalvingState, decided, kept, fallback, tau, rbudget) -> H
         spent=s.spent,
         unspent=s.unspent,
         profile_ok=s.prof.ok,
+        ok=s.reason == int(Reason.OK),
+        reason=s.reason,
     )
 
 

@@ -12,7 +12,7 @@ import numpy as np
 
 from jaxstop._src import checks as _checks
 
-__all__ = ["HalvingParams", "check_candidates", "check_params", "default_params", "float_dtype"]
+__all__ = ["HalvingParams", "check_candidates", "check_params", "clean_params", "default_params", "float_dtype"]
 
 
 class HalvingParams(NamedTuple):
@@ -22,7 +22,8 @@ class HalvingParams(NamedTuple):
         min_sigma: Floor on the windowed uncertainty ``sigma``, in the units of the losses
             (1e-6): it is absolute, so losses whose spreads are near or below it (losses
             near 1e-6) need a smaller floor, else every ``sigma`` is the floor and the UQ
-            rule keeps nearly every member, ().
+            rule keeps nearly every member; one far below the spread of the losses makes
+            decisions with a plateaued candidate ``UNREPRESENTABLE`` (``info.reason``), ().
         delta_sigma: Reduction of ``sigma`` per epoch used by the keep rule for every
             candidate at every epoch; NaN (default) leaves it to the policy's
             ``delta_estimate``, ().
@@ -36,6 +37,12 @@ class HalvingParams(NamedTuple):
             (e.g. :func:`jaxstop.confidence.delta_sigma_profile`'s ``delta``), read by
             the UQ halving policies with ``delta_estimate="offline"``; NaN (default)
             entries are not given, shape (max_budget,). ``None`` counts as all NaN.
+
+    Outside ``jit`` a value outside its range raises ``ValueError`` naming the field. Traced
+    values (``jit``, ``vmap`` over params) cannot be checked before the step: a scalar outside
+    its range stands replaced by its default, an infinite ``delta_sigma`` or ``delta_profile``
+    entry counts as NaN (not given), and every info of the study says so (``ok`` False,
+    ``reason`` ``BAD_INPUT``).
     """
 
     min_sigma: jax.Array
@@ -52,14 +59,47 @@ def default_params(fdtype, max_budget: int) -> HalvingParams:
     """The default :class:`HalvingParams` in the floating dtype ``fdtype``."""
     f = lambda v: jnp.asarray(v, fdtype)  # noqa: E731
     return HalvingParams(
-        min_sigma=f(1e-6),
+        min_sigma=f(_DEFAULTS["min_sigma"]),
         delta_sigma=f(jnp.nan),
-        threshold=f(0.9),
-        top_fraction=f(0.15),
-        random_fraction=f(1.0 / 3.0),
-        min_bandwidth=f(1e-3),
+        threshold=f(_DEFAULTS["threshold"]),
+        top_fraction=f(_DEFAULTS["top_fraction"]),
+        random_fraction=f(_DEFAULTS["random_fraction"]),
+        min_bandwidth=f(_DEFAULTS["min_bandwidth"]),
         delta_profile=jnp.full((max_budget,), jnp.nan, fdtype),
     )
+
+
+#: The defaults of the scalars with a range, and the ranges: ``(> 0 (else >= 0), upper bound)``.
+_DEFAULTS = {"min_sigma": 1e-6, "threshold": 0.9, "top_fraction": 0.15, "random_fraction": 1.0 / 3.0,
+             "min_bandwidth": 1e-3}
+_RANGES = {"min_sigma": (True, None), "min_bandwidth": (True, None), "threshold": (False, 1.0),
+           "top_fraction": (True, 1.0), "random_fraction": (False, 1.0)}
+
+
+def clean_params(params: HalvingParams):
+    """``(params, valid)``: :func:`_check_values` as data (traceable), for the steps, which
+    run on the result. ``valid`` is False when a scalar is outside its range (not finite,
+    ``<= 0`` where it must be positive, above 1 where it is a fraction) or ``delta_sigma`` or
+    an entry of ``delta_profile`` is infinite, bool (); such a scalar is replaced by its
+    default and such an entry by NaN (not given), so the study runs as with valid params."""
+    valid = jnp.asarray(True)
+    fields = {}
+    for name, (positive, high) in _RANGES.items():
+        v = jnp.asarray(getattr(params, name))
+        ok = jnp.isfinite(v) & ((v > 0) if positive else (v >= 0))
+        if high is not None:
+            ok = ok & (v <= high)
+        valid = valid & ok
+        fields[name] = jnp.where(ok, v, jnp.asarray(_DEFAULTS[name], jnp.result_type(v, float)))
+    for name in ("delta_sigma", "delta_profile"):
+        v = getattr(params, name)
+        if v is None:
+            continue
+        v = jnp.asarray(v)
+        inf = jnp.isinf(v)
+        valid = valid & ~jnp.any(inf)
+        fields[name] = jnp.where(inf, jnp.asarray(jnp.nan, jnp.result_type(v, float)), v)
+    return params._replace(**fields), valid
 
 
 def check_params(config, params):

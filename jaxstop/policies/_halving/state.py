@@ -60,6 +60,8 @@ class HalvingState(NamedTuple):
         prof: The profiling phase (UQ versions with ``delta_estimate="profile"``): the
             profiled candidates, their curves and the fitted ``Delta_t sigma``, a
             :class:`~jaxstop.policies.halving.HalvingProfileState`.
+        reason: ``HalvingInfo.reason`` after the last tell: the first thing that went wrong
+            in the study (``Reason.OK`` while nothing did), int32 ().
     """
 
     round: jax.Array
@@ -82,6 +84,7 @@ class HalvingState(NamedTuple):
     uq: HalvingUQState
     bohb: HalvingBOHBState
     prof: HalvingProfileState
+    reason: jax.Array
 
     inc_value = renamed_field("incumbent_value", "inc_value")
 
@@ -116,6 +119,27 @@ class HalvingInfo(NamedTuple):
         profile_ok: The policy's own profile of ``Delta_t sigma`` is fitted
             (``delta_estimate="profile"``: False while profiling and when the fit failed,
             then the window estimate stands in; False for the other versions), bool ().
+        ok: Nothing in the study so far rests on bad data: the params are valid, every
+            loss told was finite, and every keep decision was computed in finite,
+            representable numbers (``reason == Reason.OK``). It stays False once it is (a
+            study-wide status, so the last info tells about the whole study). The
+            numbers of the info stay usable either way (``incumbent_value`` is inf before
+            an incumbent and ``tau`` NaN without a UQ decision, by design), bool ().
+        reason: Why ``ok`` is False, the first cause (a :class:`jaxstop.Reason` code), int32 ():
+            ``BAD_INPUT``: traced params outside their ranges (see
+            :class:`~jaxstop.policies.HalvingParams`: the bad scalars are replaced by their
+            defaults), or a non-finite loss (a job's ``Result.value``, or a loss in a
+            candidate's uncertainty window: ``report``'s, or ``Result.history`` in the
+            batch protocol; or in a profiled candidate's curve up to its last epoch, where
+            a loss not reported counts too); the policy runs on (a candidate with a
+            non-finite loss is never the incumbent and ranks last, the window statistics
+            leave such losses out).
+            ``NOT_FINITE`` / ``UNREPRESENTABLE``: a UQ keep decision whose
+            :func:`jaxstop.confidence.keep_count` was not ``ok`` for that reason, or in which a
+            member with a finite loss had a non-finite ``sigma`` or ``Delta_t sigma``
+            (a window statistic beyond the dtype's range: it was left out, or given no
+            shrinkage; ``UNREPRESENTABLE`` for a ``sigma`` of 0, a ``min_sigma`` below the
+            dtype's range). ``EMPTY``: a UQ decision with no usable member.
     """
 
     terminate: jax.Array
@@ -130,4 +154,6 @@ class HalvingInfo(NamedTuple):
     spent: jax.Array
     unspent: jax.Array
     profile_ok: jax.Array
+    ok: jax.Array
+    reason: jax.Array
 
