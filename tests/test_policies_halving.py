@@ -232,7 +232,11 @@ def duel_wins(mu_i, mu_m, sig_i, sig_m, ds_i, ds_m, threshold):
     return not assert_side_robust(p - threshold, reach, f"SS+ duel at p = {p:.6f}")
 
 
-def ref_halving(sched, values, lengths, first_configs, uq, max_budget=T, window=WINDOW, min_sigma=1e-6):
+# The policies' documented default floor on sigma (HalvingParams.min_sigma).
+MIN_SIGMA = 2.0**-18
+
+
+def ref_halving(sched, values, lengths, first_configs, uq, max_budget=T, window=WINDOW, min_sigma=MIN_SIGMA):
     """Round-by-round replay: textbook SH for the plain rule, keep_count for UQ."""
     jobs, spent, unspent = [], 0, 0
     inc = (-1, np.inf, -1)  # (level, value, config)
@@ -312,7 +316,7 @@ def ref_halving(sched, values, lengths, first_configs, uq, max_budget=T, window=
 
 
 def ref_subsampling(values, lengths, configs, uq, total, step, max_budget=T, window=WINDOW,
-                    min_sigma=1e-6, threshold=0.9):
+                    min_sigma=MIN_SIGMA, threshold=0.9):
     n = len(configs)
     epochs = np.zeros(n, int)
     complete = np.zeros(n, bool)

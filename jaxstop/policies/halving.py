@@ -119,8 +119,9 @@ their ranges (replaced by their defaults, see :class:`HalvingParams`; outside ``
 they raise) -- or a UQ keep decision that :func:`jaxstop.confidence.keep_count` could not
 compute as given. The study runs on either way. A ``min_sigma`` far below the spread
 of the losses makes the decisions with a plateaued candidate (a flat window, ``sigma``
-at the floor) ``UNREPRESENTABLE``: on the AlexNet curves (errors in [0.7, 1]) the
-default 1e-6 does in most Hyperband+ studies, 1e-5 in none.
+at the floor) ``UNREPRESENTABLE``: on the AlexNet curves (errors in [0.7, 1]) a floor of
+1e-6 did in 9 of 16 Hyperband+ studies; the default ``2^-18`` (see
+:class:`HalvingParams`) in none.
 
 BOHB model
 ----------

@@ -169,7 +169,8 @@ class UQSuccessiveHalvingPruner(PicklableLock, optuna.pruners.BasePruner):
         keep_rule: ``"argmax"`` or ``"crossing"`` (see :func:`jaxstop.confidence.keep_count`).
         delta_sigma: A constant ``Delta_t sigma`` for every member, or ``None`` for the
             window estimate.
-        min_sigma: Floor on ``sigma`` (in the units of the values).
+        min_sigma: Floor on ``sigma`` (in the units of the values; ``2^-18``, the default of
+            :class:`jaxstop.policies.HalvingParams`, which says why).
 
     Attributes:
         decisions: The :class:`RungDecision` of every promotion decision of this instance.
@@ -191,7 +192,7 @@ class UQSuccessiveHalvingPruner(PicklableLock, optuna.pruners.BasePruner):
         window: int = 10,
         keep_rule: str = "argmax",
         delta_sigma: float | None = None,
-        min_sigma: float = 1e-6,
+        min_sigma: float = 2.0**-18,
     ) -> None:
         self._min_resource = _check_int(min_resource, "min_resource", 1)
         self._eta = _check_int(reduction_factor, "reduction_factor", 2)
