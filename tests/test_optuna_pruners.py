@@ -299,7 +299,8 @@ def oracle_decision(by_number, members, rung, capacity, min_resource=2, eta=3, w
     epochs = np.where(np.arange(cap) < n, step_r + 1, 0).astype(np.int32)
     # a member whose rung loss is +inf (diverged) is not part of the UQ problem
     mask = (np.arange(cap) < n) & np.isfinite(np.resize(mu, cap))
-    sigma = np.where(mask, np.maximum(np.asarray(confidence.window_std(pad, epochs, window)), 1e-6), 1.0)
+    # sigma floored at the pruner's documented default min_sigma, 2^-18
+    sigma = np.where(mask, np.maximum(np.asarray(confidence.window_std(pad, epochs, window)), 2.0**-18), 1.0)
     delta = np.where(mask, np.asarray(confidence.window_delta_sigma(pad, epochs, window)), 0.0)
     # R: the steps the plain rule would give the promoted members up to the next rung
     budget = max(1, n // eta) * (min_resource * eta ** (rung + 1) - step_r)
