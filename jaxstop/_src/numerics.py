@@ -292,6 +292,21 @@ def scaled_variance(vals, ok, ddof: int):
     return jnp.where(cnt > ddof, var, zero), inv, cnt
 
 
+def finite_prefix(x, length):
+    """Whether every entry of ``x`` before ``length`` on the last axis is finite, bool of
+    ``x``'s leading shape (``length`` broadcasts with it; one beyond the axis means all of it).
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> finite_prefix(jnp.array([[1.0, jnp.nan], [jnp.inf, 2.0]]), jnp.array([1, 1])).tolist()
+        [True, False]
+    """
+    lead = x.shape[:-1]
+    idx = jnp.arange(x.shape[-1]).reshape((1,) * len(lead) + (-1,))
+    held = idx < jnp.broadcast_to(jnp.asarray(length), lead)[..., None]
+    return ~jnp.any(held & ~jnp.isfinite(x), axis=-1)
+
+
 def masked_std(vals, ok, ddof: int):
     """``(std, count)`` over the last axis of the entries ``ok`` marks (``ddof`` delta
     degrees of freedom; std 0 where ``count <= ddof``), from :func:`scaled_variance`:

@@ -61,7 +61,7 @@ from jaxstop.policies._halving.params import (HalvingParams, check_candidates, c
                                               default_params, float_dtype)
 from jaxstop.policies._halving.schedule import halving_schedule
 from jaxstop.policies._halving.slots import first, rank_key, record_slot, sample_rows
-from jaxstop.policies._halving.uncertainty import check_window, push, uncertainty, window_finite
+from jaxstop.policies._halving.uncertainty import check_window, push, uncertainty
 
 __all__ = ["SubsamplingInfo", "SubsamplingState", "subsampling"]
 
@@ -244,7 +244,7 @@ def _tell(cfg: _Config, state: SubsamplingState, job: Job, result: Result, param
     s, active, value, cost = record_slot(state, job, result, cfg.max_budget, cfg.fdtype)
     bad = ~jnp.isfinite(value)
     if cfg.uq:
-        bad = bad | ~window_finite(s.recent, s.count)[s.current]
+        bad = bad | ~numerics.finite_prefix(s.recent[s.current], s.count[s.current])
     s = s._replace(spent=(s.spent + jnp.where(active, cost, 0)).astype(jnp.int32))
     if cfg.uq:
         sigma, _, _ = uncertainty(s.recent, s.count, cfg.window, params)
@@ -253,9 +253,10 @@ def _tell(cfg: _Config, state: SubsamplingState, job: Job, result: Result, param
     round_over = ~jnp.any(s.pending) & ~s.done & ~out_of_budget
     chosen, _, unfinite = _select(cfg, s, params)
     starts = round_over & jnp.any(chosen)
-    code = first_reason((~valid | (active & bad), Reason.BAD_INPUT), (round_over & unfinite, Reason.NOT_FINITE))
+    code = first_reason((s.reason != int(Reason.OK), s.reason), (~valid | (active & bad), Reason.BAD_INPUT),
+                        (round_over & unfinite, Reason.NOT_FINITE))
     s = s._replace(
-        reason=jnp.where(s.reason != int(Reason.OK), s.reason, code).astype(jnp.int32),
+        reason=code,
         pending=jnp.where(starts, chosen, s.pending),
         round=(s.round + jnp.where(starts, 1, 0)).astype(jnp.int32),
         done=s.done | out_of_budget | (round_over & ~jnp.any(chosen)),

@@ -335,9 +335,9 @@ class UQSuccessiveHalvingPruner(PicklableLock, optuna.pruners.BasePruner):
         mask = np.zeros((cap,), bool)
         mask[:n] = member
         sigma = np.maximum(np.asarray(confidence.window_std(table, count, self._window)), self._min_sigma)
-        # padded rows inert, in NumPy: a JAX array indexed by the mask below would compile its
-        # eager gather once per number of members
-        sigma = np.where(mask, sigma, 1.0).astype(dtype)
+        # back in NumPy: a JAX array indexed by the mask below would compile its eager gather
+        # once per number of members
+        sigma = np.asarray(checks.inert_rows(sigma.astype(dtype), mask, 1.0))
         if self._delta is None:
             delta = np.asarray(confidence.window_delta_sigma(table, count, self._window)).astype(dtype)
         else:
@@ -346,5 +346,5 @@ class UQSuccessiveHalvingPruner(PicklableLock, optuna.pruners.BasePruner):
             return None
         mu = np.zeros((cap,), dtype)
         mu[:n] = np.where(member, losses, 0.0)
-        return confidence.keep_count(mu, sigma, np.where(mask, delta, 0.0).astype(dtype), np.asarray(budget, dtype),
+        return confidence.keep_count(mu, sigma, checks.inert_rows(delta, mask), np.asarray(budget, dtype),
                                      mask=mask, rule=self._keep_rule)

@@ -16,12 +16,11 @@ import jax
 import jax.numpy as jnp
 
 from jaxstop._src import numerics
-from jaxstop._src.status import Reason
+from jaxstop._src.status import Reason, first_reason
 from jaxstop.policies._halving import profiling as _profiling
 from jaxstop.policies._halving.engine import (Engine, at, cond, finish, flag, info, track_incumbent, uq_stats,
                                               where)
 from jaxstop.policies._halving.params import clean_params
-from jaxstop.policies._halving.uncertainty import window_finite
 from jaxstop.policies._halving.state import HalvingInfo, HalvingState
 from jaxstop.policies._base import Job, Result, make_job
 
@@ -60,9 +59,7 @@ def last_losses(history, epoch, width: int):
 def _running_reason(s: HalvingState, valid, bad):
     """The study-wide ``reason`` after each slot of a batch (``bad``: the slots whose loss
     was not finite), as :func:`~jaxstop.policies._halving.engine.record` sets it."""
-    hit = ~valid | (jnp.cumsum(bad) > 0)
-    code = jnp.where(hit, int(Reason.BAD_INPUT), int(Reason.OK))
-    return jnp.where(s.reason != int(Reason.OK), s.reason, code).astype(jnp.int32)
+    return first_reason((s.reason != int(Reason.OK), s.reason), (~valid | (jnp.cumsum(bad) > 0), Reason.BAD_INPUT))
 
 
 def _running_incumbent(e: Engine, s: HalvingState, level, value, configs, ok):
@@ -122,7 +119,7 @@ def record_batch(e: Engine, s: HalvingState, jobs: Job, results: Result, active,
         s = s._replace(uq=s.uq._replace(recent=recent, count=count, sigma=sigma, delta=delta))
     bad = ~jnp.isfinite(value)
     if e.uq:
-        bad = bad | ~window_finite(s.uq.recent, s.uq.count)
+        bad = bad | ~numerics.finite_prefix(s.uq.recent, s.uq.count)
     bad = act & bad
     if rows:
         running = running + (_running_reason(s, valid, bad),)
@@ -187,7 +184,7 @@ def _tell_profile(e: Engine, state: HalvingState, jobs: Job, results: Result, ac
         unspent = (state.unspent + jnp.cumsum(released)).astype(jnp.int32)
         running = _running_incumbent(e, state, level, value, p.configs, act) + (spent, unspent)
     p = _profiling.record_curves(p, results.history, act)
-    bad = act & (~jnp.isfinite(value) | ~_profiling.curve_finite(p, epoch))
+    bad = act & (~jnp.isfinite(value) | ~numerics.finite_prefix(p.curves, epoch))
     if rows:
         running = running + (_running_reason(state, valid, bad),)
     p = _profiling.fit(p, e.window, jnp.any(act) & ~jnp.any(p.pending))

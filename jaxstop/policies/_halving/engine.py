@@ -101,7 +101,7 @@ def where(pred, a, b):
 def flag(s, *checks):
     """``s`` with its study-wide ``reason`` set to the first failing of ``checks``
     (:func:`jaxstop._src.status.first_reason`) unless an earlier step set it."""
-    return s._replace(reason=jnp.where(s.reason != int(Reason.OK), s.reason, first_reason(*checks)))
+    return s._replace(reason=first_reason((s.reason != int(Reason.OK), s.reason), *checks))
 
 
 def delta_table(e: Engine, s: HalvingState, params):
@@ -191,7 +191,7 @@ def record(e: Engine, s: HalvingState, job: Job, result: Result, params):
     s, active, value, cost = record_slot(s, job, result, e.max_budget, e.fdtype)
     bad = ~jnp.isfinite(value)
     if e.uq:
-        bad = bad | ~_uncertainty.window_finite(s.uq.recent, s.uq.count)[slot]
+        bad = bad | ~numerics.finite_prefix(s.uq.recent[slot], s.uq.count[slot])
     s = flag(s, (~valid | (active & bad), Reason.BAD_INPUT))
     s = s._replace(
         spent=(s.spent + jnp.where(active, cost, 0)).astype(jnp.int32),
@@ -220,7 +220,7 @@ def record_profile(e: Engine, s: HalvingState, job: Job, result: Result, params)
     active = p.pending[slot]
     value = jnp.asarray(result.value).astype(e.fdtype)
     epoch = jnp.asarray(result.epoch).astype(jnp.int32)
-    bad = ~jnp.isfinite(value) | ~_profiling.curve_finite(p, jnp.full(p.pending.shape, epoch))[slot]
+    bad = ~jnp.isfinite(value) | ~numerics.finite_prefix(p.curves[slot], epoch)
     s = flag(s, (~valid | (active & bad), Reason.BAD_INPUT))
     cost = epoch - jnp.clip(jnp.asarray(job.start).astype(jnp.int32), 0, epoch)
     p = p._replace(pending=p.pending.at[slot].set(p.pending[slot] & ~active))

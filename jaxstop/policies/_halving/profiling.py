@@ -18,8 +18,7 @@ import jax.numpy as jnp
 from jaxstop import confidence
 from jaxstop.policies._halving.slots import sample_rows
 
-__all__ = ["HalvingProfileState", "curve_finite", "fit", "init_profile_state", "profiling", "push_loss",
-           "record_curves"]
+__all__ = ["HalvingProfileState", "fit", "init_profile_state", "profiling", "push_loss", "record_curves"]
 
 
 class HalvingProfileState(NamedTuple):
@@ -77,13 +76,6 @@ def record_curves(p: HalvingProfileState, history, active) -> HalvingProfileStat
     t = p.curves.shape[1]
     curves = jnp.where(active[:, None], jnp.asarray(history)[:, :t].astype(p.curves.dtype), p.curves)
     return p._replace(curves=curves, pending=p.pending & ~active)
-
-
-def curve_finite(p: HalvingProfileState, epochs):
-    """Whether each profiled curve is finite at every epoch up to ``epochs`` (its job's last:
-    a loss not reported, or not finite, is not), shape (P,) bool."""
-    held = jnp.arange(p.curves.shape[1])[None, :] < jnp.asarray(epochs)[:, None]
-    return ~jnp.any(held & ~jnp.isfinite(p.curves), axis=1)
 
 
 def fit(p: HalvingProfileState, window: int, now) -> HalvingProfileState:

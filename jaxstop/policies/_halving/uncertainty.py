@@ -19,8 +19,7 @@ import numpy as np
 from jaxstop._src.numerics import masked_std
 
 __all__ = ["DELTA_ESTIMATES", "HalvingUQState", "check_delta_estimate", "check_keep_rule", "check_window",
-           "init_uq_state", "keep_inputs", "keep_mask", "min_losses", "profile_at", "push", "uncertainty",
-           "window_finite"]
+           "init_uq_state", "keep_inputs", "keep_mask", "min_losses", "profile_at", "push", "uncertainty"]
 
 _KEEP_RULES = ("argmax", "crossing")
 #: The estimates of ``Delta_t sigma`` a UQ halving policy can use (see the docstring of
@@ -87,14 +86,6 @@ def push(recent, count, slot, value):
     shifted = jnp.concatenate([row[1:], value[None]])
     row = jnp.where(c < width, appended, shifted)
     return recent.at[slot].set(row), count.at[slot].add(1)
-
-
-def window_finite(recent, count):
-    """Whether every loss a slot's window holds (its first ``min(count, W)`` entries) is
-    finite, shape (cap,) bool: :func:`uncertainty` leaves the others out."""
-    width = recent.shape[1]
-    held = jnp.arange(width)[None, :] < jnp.minimum(count, width)[:, None]
-    return ~jnp.any(held & ~jnp.isfinite(recent), axis=1)
 
 
 def uncertainty(recent, count, window: int, params, kind: str = "std", table=None, epochs=None):
