@@ -3,6 +3,8 @@
 Commands:
     simulate: simulation studies of a policy against a table of learning curves
         (:func:`jaxstop.sim.cli`; ``python -m jaxstop simulate --help``).
+    compare: policies compared at an equal budget on the same keys, with paired
+        intervals (:func:`jaxstop.sim.compare`; ``python -m jaxstop compare --help``).
 """
 
 from __future__ import annotations
@@ -14,7 +16,9 @@ _USAGE = """usage: python -m jaxstop COMMAND [options]
 
 commands:
   simulate   run simulated studies of a policy against a table of learning curves
-             (python -m jaxstop simulate --help)"""
+             (python -m jaxstop simulate --help)
+  compare    compare policies at an equal budget on one table, with paired intervals
+             (python -m jaxstop compare --help)"""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -28,7 +32,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         from jaxstop.sim import cli
 
         return cli(rest, prog="python -m jaxstop simulate")
-    print(f"{_USAGE}\n\npython -m jaxstop: error: unknown command {command!r} (choose from: simulate)",
+    if command == "compare":
+        from jaxstop.sim import compare_cli
+
+        return compare_cli(rest, prog="python -m jaxstop compare")
+    print(f"{_USAGE}\n\npython -m jaxstop: error: unknown command {command!r} (choose from: simulate, compare)",
           file=sys.stderr)
     return 2
 

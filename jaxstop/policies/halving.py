@@ -99,9 +99,21 @@ draws its rows independently and may train one of them again). ``halving_schedul
 uq=True, num_profile=...)`` includes the profile in ``total_budget``
 (``profile_budget``) and in ``max_jobs`` (``num_profile`` jobs), so
 ``policy.limits.max_jobs`` stays a bound and ``spent + unspent = total_budget`` at the
-end of the study (a profiled curve that ends early leaves the rest unspent). For an
-equal budget with the plain version, use ``delta_estimate="offline"`` with a profile
-from an earlier launch, or a window estimate.
+end of the study (a profiled curve that ends early leaves the rest unspent).
+
+The UQ versions therefore spend more than the plain ones, and their profiled
+candidates can become the answer: SH+ against SH as built compares the keep rule *plus*
+``num_profile`` extra full evaluations. Which comparison each setting makes:
+
+* default: the paper's main method as a user runs it; compare it with the plain version
+  at equal budget (:func:`jaxstop.sim.compare` with a ``budget``, which restarts the
+  plain version to spend the same), not at the plain schedule's;
+* ``profile_incumbent=False``: the profiled candidates stay out of the answer (their
+  epochs are still spent), so SH+ and SH return from the same brackets and differ only
+  in the keep rule (at SH+'s cost);
+* ``delta_estimate="offline"`` with ``params.delta_profile`` from an earlier launch, or a
+  window estimate: no profiling jobs, the plain schedule's budget exactly; a given
+  profile is not charged, so label such a row as uncharged.
 
 Incumbent
 ---------
@@ -202,10 +214,12 @@ __all__ = [
 ]
 
 
-def _uq_options(uq, window, keep_rule, delta_estimate, num_profile):
+def _uq_options(uq, window, keep_rule, delta_estimate, num_profile, profile_incumbent):
     """Checks the UQ options; returns them with the number of profiled candidates for
     :func:`halving_schedule` (``None``: its default)."""
     _checks.boolean(uq, "uq")
+    if not _checks.boolean(profile_incumbent, "profile_incumbent") and (delta_estimate != "profile" or not uq):
+        raise ValueError('profile_incumbent is an option of uq=True with delta_estimate="profile"')
     window = check_window(window)
     keep_rule = check_keep_rule(keep_rule)
     delta_estimate = check_delta_estimate(delta_estimate)
@@ -230,6 +244,7 @@ def sh(
     keep_rule: str = "argmax",
     delta_estimate: str = "profile",
     num_profile: int | None = None,
+    profile_incumbent: bool = True,
     candidates: ArrayLike | None = None,
     dtype=None,
 ) -> Policy:
@@ -262,6 +277,11 @@ def sh(
             ``"offline"`` (``params.delta_profile``).
         num_profile: Candidates profiled with ``delta_estimate="profile"`` (default
             ``min(DEFAULT_NUM_PROFILE, num_configs)`` = 3 on tables of 3 or more rows).
+        profile_incumbent: Whether the profiled candidates (fully trained) can be the
+            incumbent, as in the paper (default). ``False`` keeps them out of the answer
+            (their epochs are still spent): SH+ then differs from SH only in its keep rule
+            and the profile's cost, the comparison that isolates the keep rule (module
+            docstring, Profiling budget).
         candidates: Optional configuration vectors of the rows, shape
             (num_configs, d), returned as ``job.x``.
         dtype: Floating dtype of losses in the state (default: JAX's default float).
@@ -283,13 +303,14 @@ def sh(
         (8, 21, 13)
     """
     num_configs, max_budget, eta, min_budget = check_common(num_configs, max_budget, eta, min_budget)
-    window, keep_rule, delta_estimate, num_profile = _uq_options(uq, window, keep_rule, delta_estimate, num_profile)
+    window, keep_rule, delta_estimate, num_profile = _uq_options(uq, window, keep_rule, delta_estimate, num_profile,
+                                                                 profile_incumbent)
     fdtype = float_dtype(dtype)
     cand = check_candidates(candidates, num_configs, fdtype, False, "sh")
     sched = halving_schedule("sh", num_configs, max_budget, eta, uq, num_start=num_start, min_budget=min_budget,
                              num_profile=num_profile)
     return halving_policy(sched, num_configs, max_budget, bool(uq), window, keep_rule, cand, fdtype, "uniform", 0,
-                          delta_estimate)
+                          delta_estimate, profile_incumbent)
 
 
 def hyperband(
@@ -303,6 +324,7 @@ def hyperband(
     keep_rule: str = "argmax",
     delta_estimate: str = "profile",
     num_profile: int | None = None,
+    profile_incumbent: bool = True,
     candidates: ArrayLike | None = None,
     dtype=None,
 ) -> Policy:
@@ -315,8 +337,8 @@ def hyperband(
 
     Args:
         num_configs, max_budget, eta, uq, min_budget, window, keep_rule,
-        delta_estimate, num_profile, candidates, dtype: As in :func:`sh` (the
-            profile runs once, before the first bracket).
+        delta_estimate, num_profile, profile_incumbent, candidates, dtype: As in
+            :func:`sh` (the profile runs once, before the first bracket).
 
     Returns:
         A :class:`~jaxstop.policies.Policy`; ``halving_schedule("hyperband", ...)``
@@ -334,13 +356,14 @@ def hyperband(
         (8, True)
     """
     num_configs, max_budget, eta, min_budget = check_common(num_configs, max_budget, eta, min_budget)
-    window, keep_rule, delta_estimate, num_profile = _uq_options(uq, window, keep_rule, delta_estimate, num_profile)
+    window, keep_rule, delta_estimate, num_profile = _uq_options(uq, window, keep_rule, delta_estimate, num_profile,
+                                                                 profile_incumbent)
     fdtype = float_dtype(dtype)
     cand = check_candidates(candidates, num_configs, fdtype, False, "hyperband")
     sched = halving_schedule("hyperband", num_configs, max_budget, eta, uq, min_budget=min_budget,
                              num_profile=num_profile)
     return halving_policy(sched, num_configs, max_budget, bool(uq), window, keep_rule, cand, fdtype, "uniform", 0,
-                          delta_estimate)
+                          delta_estimate, profile_incumbent)
 
 
 def bohb(
@@ -355,6 +378,7 @@ def bohb(
     keep_rule: str = "argmax",
     delta_estimate: str = "profile",
     num_profile: int | None = None,
+    profile_incumbent: bool = True,
     num_samples: int = 64,
     dtype=None,
 ) -> Policy:
@@ -367,8 +391,9 @@ def bohb(
 
     Args:
         num_configs, max_budget, eta, uq, min_budget, window, keep_rule,
-        delta_estimate, num_profile, dtype: As in :func:`sh` (the profiled
-            candidates are drawn uniformly; their results enter the model).
+        delta_estimate, num_profile, profile_incumbent, dtype: As in :func:`sh` (the
+            profiled candidates are drawn uniformly; their results enter the model, with
+            ``profile_incumbent=False`` too).
         candidates: Configuration vectors of the table rows in the unit cube,
             shape (num_configs, d), d >= 1 (required: the model lives on them).
         num_samples: Rows a model-based proposal scores by the density ratio
@@ -391,11 +416,12 @@ def bohb(
         True
     """
     num_configs, max_budget, eta, min_budget = check_common(num_configs, max_budget, eta, min_budget)
-    window, keep_rule, delta_estimate, num_profile = _uq_options(uq, window, keep_rule, delta_estimate, num_profile)
+    window, keep_rule, delta_estimate, num_profile = _uq_options(uq, window, keep_rule, delta_estimate, num_profile,
+                                                                 profile_incumbent)
     num_samples = _checks.positive_int(num_samples, "num_samples")
     fdtype = float_dtype(dtype)
     cand = check_candidates(candidates, num_configs, fdtype, True, "bohb")
     sched = halving_schedule("bohb", num_configs, max_budget, eta, uq, min_budget=min_budget,
                              num_profile=num_profile)
     return halving_policy(sched, num_configs, max_budget, bool(uq), window, keep_rule, cand, fdtype, "tpe",
-                          num_samples, delta_estimate)
+                          num_samples, delta_estimate, profile_incumbent)

@@ -182,7 +182,8 @@ def _tell_profile(e: Engine, state: HalvingState, jobs: Job, results: Result, ac
     if rows:
         spent = (state.spent + jnp.cumsum(cost)).astype(jnp.int32)
         unspent = (state.unspent + jnp.cumsum(released)).astype(jnp.int32)
-        running = _running_incumbent(e, state, level, value, p.configs, act) + (spent, unspent)
+        answer = act & e.profile_incumbent  # profiled candidates out of the answer with False
+        running = _running_incumbent(e, state, level, value, p.configs, answer) + (spent, unspent)
     p = _profiling.record_curves(p, results.history, act)
     bad = act & (~jnp.isfinite(value) | ~numerics.finite_prefix(p.curves, epoch))
     if rows:
@@ -191,7 +192,7 @@ def _tell_profile(e: Engine, state: HalvingState, jobs: Job, results: Result, ac
     s = state._replace(prof=p, spent=(state.spent + jnp.sum(cost)).astype(jnp.int32),
                        unspent=(state.unspent + jnp.sum(released)).astype(jnp.int32))
     s = flag(s, (~valid | jnp.any(bad), Reason.BAD_INPUT))
-    ok = act & jnp.isfinite(value)
+    ok = act & jnp.isfinite(value) & e.profile_incumbent
     best = numerics.first_argmin(jnp.where(ok, value, jnp.inf))
     s = track_incumbent(e, s, level, value[best], p.configs[best], ok[best])
     final = info(e, s, False, -1, not e.uq, jnp.nan, 0)

@@ -31,6 +31,7 @@ def halving_policy(
     sampler: str,
     num_samples: int,
     delta_estimate: str = "window",
+    profile_incumbent: bool = True,
 ) -> Policy:
     """The policy running ``schedule``'s brackets (``sampler``: ``"uniform"`` or ``"tpe"``),
     after profiling ``schedule.num_profile`` candidates (UQ versions with
@@ -64,6 +65,7 @@ def halving_policy(
         fdtype=fdtype,
         delta_estimate=delta_estimate if uq else "window",
         num_profile=num_profile,
+        profile_incumbent=bool(profile_incumbent),
         batch=max(cap, num_profile),
         # a profiled candidate's whole curve comes back in Result.history
         history=max(width, max_budget) if num_profile else width,

@@ -66,6 +66,7 @@ class Engine(NamedTuple):
         delta_estimate: The UQ versions' estimate of ``Delta_t sigma`` (``"profile"``,
             ``"window"``, ``"window_var"`` or ``"offline"``).
         num_profile: Candidates profiled before the first bracket (0 without).
+        profile_incumbent: The profiled candidates count for the incumbent.
         batch: Slots of a batch of the batch protocol, ``max(cap, num_profile)``.
         history: Losses per job the batch protocol reads (``width``, or ``max_budget``
             when profiling: the profiled candidates' whole curves).
@@ -89,6 +90,7 @@ class Engine(NamedTuple):
     fdtype: Any
     delta_estimate: str = "window"
     num_profile: int = 0
+    profile_incumbent: bool = True
     batch: int = 0
     history: int = 0
 
@@ -233,7 +235,7 @@ def record_profile(e: Engine, s: HalvingState, job: Job, result: Result, params)
     config = p.configs[slot]
     if e.tpe:
         s = s._replace(bohb=_bohb_density.record(s.bohb, active, config, len(e.rounds.levels) - 1, value))
-    s = track_incumbent(e, s, jnp.asarray(e.max_budget, jnp.int32), value, config, active)
+    s = track_incumbent(e, s, jnp.asarray(e.max_budget, jnp.int32), value, config, active & e.profile_incumbent)
     return s, info(e, s, False, -1, not e.uq, jnp.nan, 0)
 
 
