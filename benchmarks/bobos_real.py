@@ -28,18 +28,24 @@ on sigma), ``--mode compat`` (its rules and its statistic over epochs N0+1..n),
 ``--k1-gamma 0.99``; ``--incumbent completed`` and ``--statistic after_n0`` are the
 remaining options.
 
-Measured: the best validation error (the incumbent's fully-trained error) against
-the total epochs spent, averaged over seeds on a grid of epochs; per policy the
-final regret (incumbent error minus the table's best, percentage points), the
-epochs spent, the share of BO-BOS evaluations stopped early; and the *epoch
-fraction*: the smallest number of epochs, relative to GP-UCB's mean total, from
-which BO-BOS's mean best error stays at or below GP-UCB's final mean best error
-("n/r" if it never does within its run). The paper's claim (Dai et al., 2019,
-Section 5, Figs. 2-4) is that BO-BOS reaches GP-UCB's quality with far fewer
-epochs; its benchmarks (LR on MNIST, CNNs on CIFAR-10 / SVHN, ...) differ from these
-tables, so the comparison is of direction and size, not a replication.
-With the same number of evaluations BO-BOS spends fewer epochs; ``--bobos-max-evals``
-gives it more evaluations to compare at about GP-UCB's epochs.
+Measured with :func:`jaxstop.sim.compare` (every policy on the same keys, paired
+intervals), each policy run once (``budget=None``), plus random search with GP-UCB's
+number of evaluations:
+
+* at equal evaluations: per policy the final regret (incumbent's fully trained error
+  minus the table's best, percentage points) with its 95% interval, the paired difference
+  to GP-UCB with its interval, the epochs spent, the share of BO-BOS evaluations stopped
+  early;
+* on cumulative epochs (the paper's axis, Figs. 2-4): the anytime regret of every policy
+  on a grid of epochs, and the paired difference of BO-BOS and GP-UCB at BO-BOS's own
+  mean spend (GP-UCB has run fewer evaluations by then); the *epoch fraction* is the
+  smallest number of epochs, relative to GP-UCB's mean total, from which a policy's mean
+  regret stays at or below GP-UCB's final mean regret ("n/r" if it never does).
+
+The paper's claim (Dai et al., 2019, Section 5) is that BO-BOS reaches GP-UCB's quality
+with far fewer epochs; its benchmarks (LR on MNIST, CNNs on CIFAR-10 / SVHN, ...) differ
+from these tables, so the comparison is of direction and size, not a replication.
+``--bobos-max-evals`` gives BO-BOS more evaluations.
 
     .venv/bin/python benchmarks/bobos_real.py            # alexnet + 3 LCBench tasks, 64 seeds
     .venv/bin/python benchmarks/bobos_real.py --quick    # AlexNet only, 8 seeds, small sizes
@@ -69,16 +75,16 @@ import numpy as np  # noqa: E402
 
 import jax  # noqa: E402
 
-from _common import CurveData, anytime_error, fraction_to_match, load_curves, se  # noqa: E402
+from _common import CurveData, fraction_to_match, load_curves  # noqa: E402
 
-from jaxstop import sim  # noqa: E402
+from jaxstop import policies, sim  # noqa: E402
 from jaxstop.policies.bo_bos import bo_bos, default_intermediate_epochs, gp_ucb  # noqa: E402
 from jaxstop.policies.halving import halving_schedule, hyperband  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "out"
 LCBENCH_TASKS = ("3945", "7593", "126025")
-POLICIES = ("bobos", "gpucb", "hyperband")
-LABEL = {"bobos": "BO-BOS", "gpucb": "GP-UCB", "hyperband": "Hyperband"}
+POLICIES = ("gpucb", "bobos", "hyperband", "random")
+LABEL = {"bobos": "BO-BOS", "gpucb": "GP-UCB", "hyperband": "Hyperband", "random": "random"}
 
 
 def make(kind: str, data: CurveData, args):
@@ -91,38 +97,9 @@ def make(kind: str, data: CurveData, args):
                       incumbent=args.incumbent, k1_gamma=args.k1_gamma, **common), args.bobos_max_evals
     if kind == "gpucb":
         return gp_ucb(data.configs, **common), args.max_evals
+    if kind == "random":
+        return policies.random_search(n, max_budget=t), args.max_evals
     return hyperband(n, t, 3), halving_schedule("hyperband", n, t, 3).max_jobs
-
-
-def simulate(kind, data, keys, args):
-    """All runs of one policy (in batches of seeds); NumPy arrays and (compile, run) seconds."""
-    policy, max_jobs = make(kind, data, args)
-    fn = jax.jit(jax.vmap(lambda k: sim.run(policy, data.table, k, max_jobs=max_jobs)))
-    batch = min(args.batch, keys.shape[0])
-    t0 = time.perf_counter()
-    compiled = fn.lower(keys[:batch]).compile()
-    t1 = time.perf_counter()
-    parts = []
-    for start in range(0, keys.shape[0], batch):
-        k = keys[start:start + batch]
-        pad = batch - k.shape[0]
-        if pad:
-            k = jax.numpy.concatenate([k, keys[:pad]])
-        tr = jax.block_until_ready(compiled(k))
-        n = batch - pad
-        part = dict(
-            incumbent=np.asarray(tr.incumbent)[:n],
-            budget=np.asarray(tr.budget)[:n],
-            spent=np.asarray(tr.spent)[:n],
-            incumbents=np.asarray(tr.incumbents)[:n],
-            active=np.asarray(tr.active)[:n],
-        )
-        if kind != "hyperband":
-            part["stopped"] = np.asarray(tr.results.stopped)[:n] & part["active"]
-        parts.append(part)
-    t2 = time.perf_counter()
-    out = {key: np.concatenate([p[key] for p in parts]) for key in parts[0]}
-    return out, (t1 - t0, t2 - t1)
 
 
 def show_fraction(frac):
@@ -177,124 +154,113 @@ def main(argv=None):
     names = [n for n in names if n not in skipped]
 
     rng = np.random.default_rng(0)
-    keys = jax.random.split(jax.random.key(2019), args.seeds)
-    rows, curves, timings = [], {}, []
+    key = jax.random.key(2019)
+    rows, comparisons = [], {}
     t_start = time.perf_counter()
     for name in names:
         data = load_curves(name, rng, lcbench_epochs=50)
         n, t = data.shape
         print(f"{name}: {n} configs x {t} epochs, best final error {data.best:.4f}, "
               f"intermediate epochs {default_intermediate_epochs(t)}", flush=True)
-        runs = {}
-        for kind in POLICIES:
-            runs[kind], (tc, tr) = simulate(kind, data, keys, args)
-            timings.append((name, kind, tc, tr))
-            print(f"  {LABEL[kind]}: compile {tc:.1f} s, runs {tr:.1f} s, "
-                  f"mean epochs {runs[kind]['budget'].mean():.0f}", flush=True)
-        top = max(float(r["budget"].max()) for r in runs.values())
-        grid = np.linspace(0.0, top, 401)
-        ref = float(runs["gpucb"]["budget"].mean())
-        means = {kind: anytime_error(runs[kind], data, grid) for kind in POLICIES}
-        final_ucb = data.final[runs["gpucb"]["incumbent"]].mean()
-        for kind in POLICIES:
-            run = runs[kind]
-            err = data.final[run["incumbent"]]
-            reg = 100.0 * (err - data.best)
-            row = dict(
-                data=name, policy=kind, seeds=int(args.seeds), epochs=float(run["budget"].mean()),
-                epochs_se=se(run["budget"]), best_error=float(err.mean()), best_error_se=se(err),
-                regret_pp=float(reg.mean()), regret_se=se(reg), hit=float(np.mean(reg == 0)),
-                evaluations=float(run["active"].sum(1).mean()),
-            )
-            if "stopped" in run:
-                row["stopped_share"] = float(run["stopped"].sum() / run["active"].sum())
-            row["fraction_to_gpucb"] = (None if kind == "gpucb" else
-                                        fraction_to_match(means[kind].mean(0), final_ucb, grid, ref))
-            rows.append(row)
-            curves[(name, kind)] = (grid, means[kind].mean(0), means[kind].std(0, ddof=1) / np.sqrt(args.seeds)
-                                    if args.seeds > 1 else np.zeros(grid.size), float(run["budget"].mean()))
-            shown = show_fraction(row["fraction_to_gpucb"])
-            print(f"  -> {LABEL[kind]}: best error {row['best_error']:.4f} (regret {row['regret_pp']:.2f} pp), "
-                  f"{row['epochs']:.0f} epochs, reaches GP-UCB's final error at {shown} of its epochs"
-                  + (f", {100 * row['stopped_share']:.0f}% stopped" if "stopped_share" in row else ""),
-                  flush=True)
+        made = {LABEL[k]: make(k, data, args) for k in POLICIES}
+        t0 = time.perf_counter()
+        c = sim.compare({k: p for k, (p, _) in made.items()}, data.table, key, args.seeds,
+                        max_jobs={k: m for k, (_, m) in made.items()}, chunk_size=args.batch,
+                        budgets=401, progress=False)
+        comparisons[name] = c
+        print(f"  {time.perf_counter() - t0:.0f} s", flush=True)
+        print(c.to_markdown(baseline="GP-UCB", scale=100, unit="pp"), flush=True)
+        ref = c.spend[c.names.index("GP-UCB")]
+        i_bos = c.names.index("BO-BOS")
+        # the grid point at BO-BOS's own mean spend (the paper's axis)
+        at = int(np.searchsorted(c.budgets, c.spend[i_bos], side="right") - 1)
+        d_at, ci_at = c.paired("BO-BOS", "GP-UCB")
+        for i, arm in enumerate(c.names):
+            d, ci = c.paired_final(arm, "GP-UCB")
+            rows.append(dict(
+                data=name, policy=arm, seeds=int(args.seeds), epochs=float(c.spend[i]),
+                regret=100 * float(c.final[i]), regret_ci=(100 * c.final_ci[i]).tolist(),
+                diff=100 * float(d), diff_ci=(100 * ci).tolist(), sig=bool(ci[0] > 0 or ci[1] < 0),
+                fraction=None if arm == "GP-UCB" else fraction_to_match(c.mean[i], c.final[c.names.index("GP-UCB")],
+                                                                        c.budgets, ref),
+                discarded_best=float(c.discarded_best[i]),
+                at_bobos_epochs=(dict(epochs=float(c.budgets[at]), diff=100 * float(d_at[at]),
+                                      ci=(100 * ci_at[at]).tolist()) if arm == "BO-BOS" else None),
+            ))
+        r = rows[-len(c.names) + i_bos]
+        e = r["at_bobos_epochs"]
+        print(f"  at BO-BOS's spend ({e['epochs']:.0f} epochs): BO-BOS - GP-UCB = {e['diff']:+.2f} pp "
+              f"[{e['ci'][0]:+.2f}, {e['ci'][1]:+.2f}]", flush=True)
     total = time.perf_counter() - t_start
-    write(args, rows, curves, timings, total, skipped)
+    write(args, rows, comparisons, total, skipped)
 
 
-def write(args, rows, curves, timings, total, skipped):
+def write(args, rows, comparisons, total, skipped):
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     lines = [
-        "# BO-BOS vs GP-UCB vs Hyperband on real learning curves",
+        "# BO-BOS vs GP-UCB vs Hyperband vs random search on real learning curves",
         "",
-        f"- Generated {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC by `benchmarks/bobos_real.py"
-        f"{' --quick' if args.quick else ''}`; {args.seeds} seeds per policy, float32.",
+        f"- Generated {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC by `{_common.command_line()}`; "
+        f"{args.seeds} paired seeds per policy (`sim.compare`), float32.",
         f"- Machine: {_common.describe()}; JAX {jax.__version__} on {jax.devices()[0].platform}; total {total:.0f} s.",
         f"- BO-BOS / GP-UCB: {args.bobos_max_evals} / {args.max_evals} evaluations, {args.num_init} random start "
         f"points, GP refit of at most {args.gp_fit_steps} objective evaluations per ask; "
         f"BO-BOS: N0 = {args.n0}, {args.num_paths} BOS paths per solve, "
-        f"kappa = 2, K1 = 100 / {args.k1_gamma}^(t-1), K2 = 99, c = 1. Hyperband: eta = 3, full schedule.",
+        f"kappa = 2, K1 = 100 / {args.k1_gamma}^(t-1), K2 = 99, c = 1. Hyperband: eta = 3, full schedule. "
+        f"Random search: {args.max_evals} full evaluations.",
         f"- Conventions: GP-UCB width `--beta {args.beta}` ("
         + ("Theorem 1's sqrt(beta_t), beta_t = 2 log(|D| t^2 pi^2 / (6 delta)), |D| = candidates x N, delta = 0.1"
            if args.beta == "paper" else "the released code's 0.2 d log(2t) on sigma")
         + f", t = BO iteration after the initial points); BO-BOS incumbent `--incumbent {args.incumbent}`; "
         f"BOS `--mode {args.mode}`, statistic "
         f"`{args.statistic or ('after_n0' if args.mode == 'compat' else 'all_epochs')}`.",
-        "- Best error: the returned configuration's fully-trained validation error (mean +- s.e. over seeds); "
-        "regret = best error minus the table's best, percentage points; hit = share of runs returning the "
-        "table's best.",
-        "- Fraction: smallest number of epochs, relative to GP-UCB's mean total, from which the policy's mean "
-        "best error stays at or below GP-UCB's final mean best error; n/r = never within its run.",
+        "- Regret: the returned configuration's fully trained error minus the table's best, percentage points, "
+        "mean [95% normal interval]; 'vs GP-UCB' the paired difference [95% interval], 'sig.' when it excludes 0.",
+        "- Each policy runs once (its own number of evaluations); 'epochs' is its mean spend. 'at BO-BOS's epochs': "
+        "the paired difference BO-BOS - GP-UCB of the anytime regret at BO-BOS's mean spend (the paper's axis).",
+        "- Fraction: smallest number of epochs, relative to GP-UCB's mean spend, from which the policy's mean "
+        "regret stays at or below GP-UCB's final mean regret; n/r = never within its run.",
         "- Paper (Dai et al., 2019): BO-BOS reaches GP-UCB's quality with far fewer epochs.",
     ]
     if skipped:
         lines.append(f"- Skipped (onnxruntime missing): {', '.join(skipped)}.")
     lines += [
         "",
-        "| data | policy | evaluations | epochs | best error | regret (pp) | hit | stopped early |"
-        " fraction of GP-UCB epochs to match it |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| data | policy | epochs | regret (pp) | vs GP-UCB, equal evaluations (pp) | sig. | at BO-BOS's epochs (pp) "
+        "| fraction of GP-UCB epochs |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
-        frac = show_fraction(r["fraction_to_gpucb"])
-        stopped = f"{100 * r['stopped_share']:.0f}%" if "stopped_share" in r else "-"
-        lines.append(
-            f"| {r['data']} | {LABEL[r['policy']]} | {r['evaluations']:.0f} | {r['epochs']:.0f} +- "
-            f"{r['epochs_se']:.0f} | {r['best_error']:.4f} +- {r['best_error_se']:.4f} | "
-            f"{r['regret_pp']:.2f} +- {r['regret_se']:.2f} | {100 * r['hit']:.0f}% | {stopped} | {frac} |"
-        )
-    lines += ["", "Timings (seconds): compile / run (all seeds) of the vmapped simulation", "",
-              "| data | policy | compile | run |", "|---|---|---|---|"]
-    for name, kind, tc, tr in timings:
-        lines.append(f"| {name} | {LABEL[kind]} | {tc:.1f} | {tr:.1f} |")
+        base = r["policy"] == "GP-UCB"
+        vs = "-" if base else f"{r['diff']:+.2f} [{r['diff_ci'][0]:+.2f}, {r['diff_ci'][1]:+.2f}]"
+        sig = "-" if base else ("yes" if r["sig"] else "no")
+        e = r["at_bobos_epochs"]
+        at = "-" if e is None else f"{e['diff']:+.2f} [{e['ci'][0]:+.2f}, {e['ci'][1]:+.2f}] at {e['epochs']:.0f}"
+        lines.append(f"| {r['data']} | {r['policy']} | {r['epochs']:.0f} | {r['regret']:.2f} "
+                     f"[{r['regret_ci'][0]:.2f}, {r['regret_ci'][1]:.2f}] | {vs} | {sig} | {at} | "
+                     f"{show_fraction(r['fraction'])} |")
     out.write_text("\n".join(lines) + "\n")
     print(f"wrote {out}")
     summary = dict(args={k: v for k, v in vars(args).items()}, machine=_common.describe(), jax=jax.__version__,
-                   total_seconds=total, skipped=skipped, rows=rows,
-                   timings=[dict(data=a, policy=b, compile=c, run=d) for a, b, c, d in timings])
+                   total_seconds=total, skipped=skipped, rows=rows)
     out.with_suffix(".json").write_text(json.dumps(summary, indent=1, default=float))
     print(f"wrote {out.with_suffix('.json')}")
-    plot(curves, out.with_suffix(".png"))
+    plot(comparisons, out.with_suffix(".png"))
 
 
-def plot(curves, path):
+def plot(comparisons, path):
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    names = list(dict.fromkeys(k[0] for k in curves))
-    fig, axes = plt.subplots(1, len(names), figsize=(5 * len(names), 3.6), squeeze=False)
+    names = list(comparisons)
+    fig, axes = plt.subplots(1, len(names), figsize=(5.5 * len(names), 3.8), squeeze=False)
     for ax, name in zip(axes[0], names):
-        for i, kind in enumerate(POLICIES):
-            grid, mean, s, end = curves[(name, kind)]
-            keep = grid <= end
-            ax.plot(grid[keep], mean[keep], label=LABEL[kind], color=f"C{i}")
-            ax.fill_between(grid[keep], (mean - s)[keep], (mean + s)[keep], color=f"C{i}", alpha=0.2)
-        ax.set_title(name, fontsize=10)
-        ax.set_xlabel("total epochs")
-        ax.set_ylabel("best validation error (mean over seeds)")
+        comparisons[name].plot(ax, scale=100, log=True, ylabel="regret (pp)")
+        ax.set_xlabel("cumulative epochs")
+        ax.set_title(f"{name}: regret against cumulative epochs", fontsize=10)
         ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)

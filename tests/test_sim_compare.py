@@ -303,3 +303,14 @@ def test_cli_compare(tmp_path, capsys):
     assert main(["compare", "--table", "alexnet", "--policies", "sh,nope", "--out", str(out)]) == 2
     assert "unknown policy 'nope'" in capsys.readouterr().err
     assert not os.path.exists(tmp_path / "cmp.png")
+
+
+def test_checkpointed_comparison_resumes_to_the_same_result(tmp_path):
+    args = ({"sh": SH, "random": RANDOM}, TABLE, jax.random.key(14), 16)
+    first = sim.compare(*args, budget=50, checkpoint=tmp_path, progress=False)
+    # every run of every arm left its chunks: policy i's run r under <i>/run-<r>
+    assert sorted(os.listdir(tmp_path)) == ["0", "1"]
+    assert sorted(os.listdir(tmp_path / "0")) == ["run-0", "run-1", "run-2"]
+    again = sim.compare(*args, budget=50, checkpoint=tmp_path, progress=False)
+    np.testing.assert_array_equal(first.studies, again.studies)
+    np.testing.assert_array_equal(first.discarded_best, again.discarded_best)
