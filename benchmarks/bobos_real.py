@@ -168,6 +168,7 @@ def main(argv=None):
                         max_jobs={k: m for k, (_, m) in made.items()}, chunk_size=args.batch,
                         budgets=401, progress=False)
         comparisons[name] = c
+        jax.clear_caches()  # the next table's programs are new; keep the process's memory mappings bounded
         print(f"  {time.perf_counter() - t0:.0f} s", flush=True)
         print(c.to_markdown(baseline="GP-UCB", scale=100, unit="pp"), flush=True)
         ref = c.spend[c.names.index("GP-UCB")]

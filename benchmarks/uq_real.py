@@ -190,6 +190,9 @@ def main(argv=None):
             rows += rows_of(name, kind, c)
             print(f"  {LABEL[kind]} family at a budget of {budget} ({time.perf_counter() - t0:.0f} s):", flush=True)
             print(c.to_markdown(scale=100, unit="pp"), flush=True)
+            # no later comparison reuses these programs: each XLA:CPU executable holds memory
+            # mappings of its own, and a process that keeps them all reaches vm.max_map_count
+            jax.clear_caches()
     total = time.perf_counter() - t_start
     write(args, rows, comparisons, seeds, total, skipped)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import numbers
 import os
 from statistics import NormalDist
 from typing import Any, Mapping, NamedTuple
@@ -113,7 +114,8 @@ class Comparison(NamedTuple):
         return m[0], ci[0]
 
     def to_markdown(self, baseline: str | None = None, *, scale: float = 1.0, unit: str = "") -> str:
-        """A Markdown table: per policy its spend, runs, stop share, final regret with its
+        """A Markdown table: per policy its spend, runs, ``stopped`` (the share of first runs that
+        ended before the budget, or that the policy terminated with ``budget=None``), final regret with its
         interval, the paired difference to ``baseline`` (default: the first policy) with its
         interval and whether the interval excludes 0, and ``discarded_best``.
 
@@ -125,7 +127,8 @@ class Comparison(NamedTuple):
         u = f" ({unit})" if unit else ""
         what = f"at a budget of {_fmt(self.budget)} units" if self.budget is not None else "each policy run once"
         lines = [f"{self.studies.shape[1]} paired studies, {what}; {pct}% intervals ({self.interval}).", "",
-                 f"| policy | spend | runs | stopped early | final regret{u} | vs {base}{u} | significant "
+                 f"| policy | spend | runs | {'ended before the budget' if self.budget is not None else 'terminated'} "
+                 f"| final regret{u} | vs {base}{u} | significant "
                  "| discarded best |",
                  "|---|---|---|---|---|---|---|---|"]
         for i, name in enumerate(self.names):
@@ -268,7 +271,7 @@ def _as_mapping(x, names, what: str) -> dict:
 def _check_budgets(budgets, budget):
     if budgets is None:
         return None
-    if isinstance(budgets, int) and not isinstance(budgets, bool):
+    if isinstance(budgets, numbers.Integral) and not isinstance(budgets, bool):
         return _checks.positive_int(budgets, "budgets", minimum=2)
     try:
         g = np.asarray(budgets, np.float64)
@@ -446,7 +449,8 @@ def compare(policies: Mapping[str, Policy], table: CurveTable, key: jax.Array, n
 
     The simulations run in :func:`run_many`'s jitted, sharded programs and the incumbent
     bookkeeping in one jitted scan over steps; the driver itself runs eagerly (the number
-    of restarts depends on the data), like :func:`run_many`.
+    of restarts depends on the data), like :func:`run_many`. Besides one run's traces it
+    keeps 16 bytes per study and step of every run (the steps' budgets and answers).
 
     Args:
         policies: Name -> :class:`~jaxstop.policies.Policy` (at least one), compared in order.
@@ -500,7 +504,7 @@ def compare(policies: Mapping[str, Policy], table: CurveTable, key: jax.Array, n
         budget = _checks.positive_int(budget, "budget")
     restart = _checks.boolean(restart, "restart")
     progress = _checks.boolean(progress, "progress")
-    if isinstance(level, bool) or not isinstance(level, (int, float)) or not 0.0 < float(level) < 1.0:
+    if isinstance(level, bool) or not isinstance(level, numbers.Real) or not 0.0 < float(level) < 1.0:
         raise ValueError(f"level must be a number in (0, 1), got {level!r}")
     level = float(level)
     if interval not in INTERVALS:
@@ -520,7 +524,7 @@ def compare(policies: Mapping[str, Policy], table: CurveTable, key: jax.Array, n
         ckpt = None if checkpoint is None else os.path.join(os.fspath(checkpoint), str(i))
         arms.append(_arm(p, table, key, num_runs, budget, restart, kw, ckpt, progress))
 
-    if grid is None or isinstance(grid, int):
+    if grid is None or isinstance(grid, numbers.Integral):
         points = DEFAULT_GRID_POINTS if grid is None else grid
         top = float(budget) if budget is not None else max(float(a[2].max()) for a in arms)
         grid = _grid(points, top)
