@@ -376,11 +376,16 @@ def _on_grid(times, fins, grid):
     idx = np.maximum.accumulate(idx, axis=1)
     t_eff = np.where(idx >= 0, np.take_along_axis(np.where(counted, times, -np.inf), np.maximum(idx, 0), 1),
                      -np.inf)
-    out = np.full((n, grid.shape[0]), np.nan)
-    for i in range(n):
-        k = np.searchsorted(t_eff[i], grid, side="right") - 1
-        j = np.where(k >= 0, idx[i, np.maximum(k, 0)], -1)
-        out[i] = np.where(j >= 0, fins[i, np.maximum(j, 0)], np.nan)
+    # one searchsorted for every study: row i's budgets shifted by i * span into a range of
+    # their own (exact in float64: budgets and the shift are whole or small numbers, far below 2**53)
+    finite = np.where(np.isfinite(t_eff), t_eff, -1.0)
+    span = math.ceil(max(float(np.max(finite, initial=0.0)), float(np.max(grid, initial=0.0)))) + 2.0
+    shift = np.arange(n, dtype=np.float64)[:, None] * span
+    k = np.searchsorted((finite + shift).ravel(), (grid[None, :] + shift).ravel(), side="right").reshape(n, -1)
+    k = k - 1 - np.arange(n)[:, None] * s  # index within the row; -1 before its first step
+    j = np.where(k >= 0, np.take_along_axis(idx, np.maximum(k, 0), 1), -1) if s else np.full(k.shape, -1)
+    out = np.where(j >= 0, np.take_along_axis(fins, np.maximum(j, 0), 1), np.nan) if s else \
+        np.full((n, grid.shape[0]), np.nan)
     last = np.where(idx[:, -1] >= 0, np.take_along_axis(fins, np.maximum(idx[:, -1:], 0), 1)[:, 0], np.nan) \
         if s else np.full(n, np.nan)
     return out, last
