@@ -16,7 +16,7 @@ from jaxstop._src import checks as _checks
 from jaxstop.policies import Policy
 from jaxstop.sim._many import run_many
 from jaxstop.sim._run import check_run_args
-from jaxstop.sim._summary import DEFAULT_GRID_POINTS
+from jaxstop.sim._summary import DEFAULT_GRID_POINTS, even_grid
 from jaxstop.sim._table import CurveTable, check_table, curve_lengths
 
 __all__ = ["Comparison", "compare", "INTERVALS"]
@@ -286,15 +286,6 @@ def _check_budgets(budgets, budget):
     return g
 
 
-def _grid(points: int, top: float) -> np.ndarray:
-    """``points`` evenly spaced budgets from 0 to ``top``, whole numbers exactly where the
-    quotient is one (as :func:`~jaxstop.sim.summarize`'s default grid)."""
-    num = np.arange(points, dtype=np.float64) * top
-    g = num / (points - 1)
-    whole = np.round(g)
-    return np.where(whole * (points - 1) == num, whole, g)
-
-
 def _final_losses(table: CurveTable, dtype) -> np.ndarray:
     """Each configuration's loss at the end of its curve as runs in ``dtype`` saw it, float64."""
     values = np.asarray(table.values)
@@ -532,7 +523,8 @@ def compare(policies: Mapping[str, Policy], table: CurveTable, key: jax.Array, n
     if grid is None or isinstance(grid, numbers.Integral):
         points = DEFAULT_GRID_POINTS if grid is None else grid
         top = float(budget) if budget is not None else max(float(a[2].max()) for a in arms)
-        grid = _grid(points, top)
+        with jax.enable_x64(True):  # the grid in float64, whatever the caller's setting
+            grid = np.asarray(even_grid(points, jnp.float64(top)))
 
     studies, finals, spend, runs, stopped, disc = [], [], [], [], [], []
     for n, (times, fins, sp, nr, first, final_loss) in zip(names, arms):

@@ -15,7 +15,7 @@ from jaxstop._src import numerics as _numerics
 from jaxstop.sim._run import Trace
 from jaxstop.sim._table import CurveTable, check_table, curve_lengths
 
-__all__ = ["Metrics", "Summary", "summarize", "DEFAULT_GRID_POINTS"]
+__all__ = ["Metrics", "Summary", "summarize", "even_grid", "DEFAULT_GRID_POINTS"]
 
 #: Points of the default budget grid (from 0 to the largest budget any study spent).
 DEFAULT_GRID_POINTS = 101
@@ -119,6 +119,17 @@ def _check_grid(budget_grid, dtype):
         if not np.all(np.isfinite(g)) or np.any(g < 0) or np.any(np.diff(g) < 0):
             raise ValueError("budget_grid must be finite, >= 0 and non-decreasing")
     return grid
+
+
+def even_grid(num_grid: int, top):
+    """``num_grid`` budgets from 0 to ``top`` (a scalar of the grid's floating dtype):
+    ``i top / (num_grid - 1)``, a whole budget exactly where the quotient is one (linspace,
+    and a division by the constant that XLA turns into a product with its reciprocal, fell
+    one ulp short of some, leaving out the job finished exactly there). Traceable."""
+    num = jnp.arange(num_grid, dtype=jnp.asarray(top).dtype) * top
+    grid = num / (num_grid - 1)
+    whole = jnp.round(grid)
+    return jnp.where(whole * (num_grid - 1) == num, whole, grid)
 
 
 def _fields(trace: Trace) -> dict:
@@ -239,14 +250,7 @@ def _summarize(f: dict, values, lengths, test, grid, levels, num_grid):
     # non-decreasing cumulative budget; un-run ones never count)
     spent = jnp.where(active, f["spent"].astype(dtype), jnp.inf)
     if grid is None:
-        # i B / (num_grid - 1), a whole budget exactly where the quotient is one (linspace,
-        # and a division by the constant that XLA turns into a product with its reciprocal,
-        # fell one ulp short of some, leaving out the job finished exactly there)
-        top = jnp.max(f["budget"]).astype(dtype)
-        num = jnp.arange(num_grid, dtype=dtype) * top
-        grid = num / (num_grid - 1)
-        whole = jnp.round(grid)
-        grid = jnp.where(whole * (num_grid - 1) == num, whole, grid)
+        grid = even_grid(num_grid, jnp.max(f["budget"]).astype(dtype))
     done = jax.vmap(lambda s: jnp.searchsorted(s, grid, side="right"))(spent)  # (studies, grid)
     last = done - 1
     seen = last >= 0
